@@ -1,0 +1,55 @@
+"""synthetic_camera node: publishes a SyntheticScene as camera images and joint states."""
+
+import sys
+
+from rclpy.node import Node
+from sensor_msgs.msg import Image, JointState
+
+from oxygen_ros.ros import qos
+from oxygen_ros.ros.image_conversion import rgb_to_image
+from oxygen_ros.ros.run_node import run_node
+from oxygen_ros.ros.synthetic_scene import SyntheticScene
+
+
+class SyntheticCamera(Node):
+    """Publishes every camera's frame and a joint state with one shared stamp per tick."""
+
+    def __init__(self, **kwargs):
+        super().__init__("synthetic_camera", **kwargs)
+        self.declare_parameter("camera_topics", ["/cameras/base/image_raw",
+                                                 "/cameras/left_wrist/image_raw",
+                                                 "/cameras/right_wrist/image_raw"])
+        self.declare_parameter("joint_state_topic", "/joint_states")
+        self.declare_parameter("rate_hz", 15.0)
+        self.declare_parameter("width", 320)
+        self.declare_parameter("height", 240)
+        topics = self.get_parameter("camera_topics").value
+        self.scene = SyntheticScene(len(topics), self.get_parameter("height").value,
+                                    self.get_parameter("width").value)
+        self.image_pubs = [self.create_publisher(Image, t, qos.SENSOR) for t in topics]
+        self.state_pub = self.create_publisher(
+            JointState, self.get_parameter("joint_state_topic").value, qos.SENSOR)
+        self.start = self.get_clock().now()
+        self.frames = 0
+        self.create_timer(1.0 / self.get_parameter("rate_hz").value, self.tick)
+
+    def tick(self) -> None:
+        now = self.get_clock().now()
+        t = (now - self.start).nanoseconds / 1e9
+        stamp = now.to_msg()
+        for camera, publisher in enumerate(self.image_pubs):
+            publisher.publish(rgb_to_image(self.scene.frame(camera, t), Image, stamp,
+                                           f"camera_{camera}"))
+        state = JointState(name=self.scene.joint_names,
+                           position=self.scene.joint_positions(t).tolist())
+        state.header.stamp = stamp
+        self.state_pub.publish(state)
+        self.frames += 1
+
+
+def main(args=None) -> int:
+    return run_node(SyntheticCamera, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

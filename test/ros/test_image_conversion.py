@@ -1,0 +1,83 @@
+"""Every supported encoding decodes to the same RGB pixels; bad images fail with a reason."""
+
+import cv2
+import numpy as np
+import pytest
+from sensor_msgs.msg import CompressedImage, Image
+
+from oxygen_ros.ros.image_conversion import (
+    ImageConversionError,
+    compressed_to_rgb,
+    image_to_rgb,
+    resize_rgb,
+    rgb_to_image,
+)
+
+RGB = np.random.default_rng(1).integers(0, 256, (12, 20, 3), dtype=np.uint8)
+GRAY = cv2.cvtColor(RGB, cv2.COLOR_RGB2GRAY)
+
+
+def image_msg(pixels: np.ndarray, encoding: str, pad: int = 0, bigendian: bool = False) -> Image:
+    height, width = pixels.shape[:2]
+    rows = pixels.reshape(height, -1)
+    if bigendian:
+        rows = rows.astype(rows.dtype.newbyteorder(">"))
+    raw = rows.view(np.uint8).reshape(height, -1)
+    raw = np.concatenate([raw, np.zeros((height, pad), np.uint8)], axis=1)
+    return Image(height=height, width=width, encoding=encoding, is_bigendian=int(bigendian),
+                 step=raw.shape[1], data=raw.tobytes())
+
+
+@pytest.mark.parametrize("encoding, pixels, expected", [
+    ("rgb8", RGB, RGB),
+    ("bgr8", RGB[..., ::-1].copy(), RGB),
+    ("rgba8", np.dstack([RGB, np.full(RGB.shape[:2], 7, np.uint8)]), RGB),
+    ("bgra8", np.dstack([RGB[..., ::-1], np.full(RGB.shape[:2], 7, np.uint8)]), RGB),
+    ("mono8", GRAY, np.dstack([GRAY] * 3)),
+    ("mono16", GRAY.astype(np.uint16) * 257, np.dstack([GRAY] * 3)),
+])
+@pytest.mark.parametrize("pad", [0, 5])
+def test_raw_encodings_decode_to_rgb_with_and_without_row_padding(encoding, pixels, expected, pad):
+    np.testing.assert_array_equal(image_to_rgb(image_msg(pixels, encoding, pad)), expected)
+
+
+def test_big_endian_mono16_decodes_like_little_endian():
+    pixels = GRAY.astype(np.uint16) * 257
+    np.testing.assert_array_equal(image_to_rgb(image_msg(pixels, "mono16", bigendian=True)),
+                                  image_to_rgb(image_msg(pixels, "mono16")))
+
+
+def test_png_is_lossless_and_jpeg_is_close():
+    bgr = cv2.cvtColor(RGB, cv2.COLOR_RGB2BGR)
+    png = CompressedImage(format="png", data=cv2.imencode(".png", bgr)[1].tobytes())
+    np.testing.assert_array_equal(compressed_to_rgb(png), RGB)
+    smooth = cv2.resize(RGB, (160, 96), interpolation=cv2.INTER_CUBIC)
+    jpeg = CompressedImage(format="jpeg", data=cv2.imencode(
+        ".jpg", cv2.cvtColor(smooth, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes())
+    error = np.abs(compressed_to_rgb(jpeg).astype(int) - smooth).mean()
+    assert error < 4.0, error
+
+
+@pytest.mark.parametrize("msg, reason", [
+    (Image(height=2, width=2, encoding="yuv422", step=4, data=bytes(8)), "unsupported encoding"),
+    (Image(height=4, width=4, encoding="rgb8", step=12, data=bytes(20)), "data bytes"),
+    (Image(height=4, width=4, encoding="rgb8", step=8, data=bytes(48)), "step 8"),
+    (Image(height=0, width=4, encoding="rgb8", step=12, data=b""), "empty image"),
+])
+def test_bad_raw_images_raise_a_conversion_error_naming_the_problem(msg, reason):
+    with pytest.raises(ImageConversionError, match=reason):
+        image_to_rgb(msg)
+
+
+def test_undecodable_compressed_image_raises_a_conversion_error():
+    with pytest.raises(ImageConversionError, match="cannot decode"):
+        compressed_to_rgb(CompressedImage(format="jpeg", data=b"not a jpeg at all"))
+    with pytest.raises(ImageConversionError, match="empty"):
+        compressed_to_rgb(CompressedImage(format="jpeg", data=b""))
+
+
+def test_resize_gives_the_model_resolution_and_round_trips_through_a_message():
+    resized = resize_rgb(RGB, 32)
+    assert resized.shape == (32, 32, 3) and resized.dtype == np.uint8
+    assert resize_rgb(resized, 32) is resized
+    np.testing.assert_array_equal(image_to_rgb(rgb_to_image(resized, Image)), resized)
