@@ -84,3 +84,40 @@ def spin_until():
             executor.spin_once(timeout_sec=0.05)
         return condition()
     return spin
+
+
+# -- model fixtures (plain PyTorch, no ROS) ------------------------------------------------
+
+CAMERAS = ("base", "left_wrist", "right_wrist")
+
+
+def random_images(config, seed: int, cameras=None):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    size = config.vision.image_size
+    names = cameras if cameras is not None else CAMERAS[:config.num_cameras]
+    return {name: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for name in names}
+
+
+@pytest.fixture
+def make_prefix():
+    """make_prefix(config, seed=0, instruction=..., state_seed=None, cameras=None) -> Prefix."""
+    import numpy as np
+
+    from oxygen_ros.model.prefix import build_prefix
+    from oxygen_ros.model.prompt import pi05_prompt
+    from oxygen_ros.model.tokenizer import ByteTokenizer
+
+    def make(config, seed=0, instruction="pick up the red cup", state_seed=None, cameras=None):
+        state = np.random.default_rng(seed if state_seed is None else state_seed).uniform(-1, 1, 14)
+        tokens = ByteTokenizer().encode(pi05_prompt(instruction, state, config.state_dim))
+        return build_prefix(config, CAMERAS[:config.num_cameras], random_images(config, seed, cameras),
+                            tokens)
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    from oxygen_ros.model.config import preset
+    from oxygen_ros.model.pi05 import Pi05Model
+    return Pi05Model(preset("tiny"), seed=0).eval()

@@ -1,0 +1,32 @@
+"""Chooses the attention implementation by device: Triton kernels on CUDA, the PyTorch
+reference elsewhere (CPU). Both compute the same function (see test/cache)."""
+
+import torch
+
+from oxygen_ros.cache import paged_attention as reference
+
+
+def _use_triton(q: torch.Tensor, k_pages: torch.Tensor) -> bool:
+    page_size, head_dim = k_pages.shape[1], k_pages.shape[3]
+    return (q.is_cuda and page_size >= 16 and head_dim >= 16
+            and not page_size & (page_size - 1) and not head_dim & (head_dim - 1))
+
+
+def decode_attention(q, k_pages, v_pages, block_tables, kv_lens, scale):
+    """q [B, Hq, D]: one new token per sequence (its own K/V already in the pages)."""
+    if _use_triton(q, k_pages):
+        from oxygen_ros.cache import triton_attention
+        return triton_attention.decode_attention(q, k_pages, v_pages, block_tables, kv_lens,
+                                                 scale)
+    return reference.paged_attention(q[:, None], k_pages, v_pages, block_tables, kv_lens,
+                                     scale)[:, 0]
+
+
+def suffix_attention(q, k_pages, v_pages, block_tables, prefix_lens, extra_k, extra_v, scale):
+    """q [B, T, Hq, D]: action tokens over their prefix pages plus their own dense K/V."""
+    if _use_triton(q, k_pages):
+        from oxygen_ros.cache import triton_attention
+        return triton_attention.suffix_attention(q, k_pages, v_pages, block_tables,
+                                                 prefix_lens, extra_k, extra_v, scale)
+    return reference.paged_attention(q, k_pages, v_pages, block_tables, prefix_lens, scale,
+                                     extra_k=extra_k, extra_v=extra_v)

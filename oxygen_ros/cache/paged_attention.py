@@ -1,0 +1,51 @@
+"""Attention over paged K/V — the PyTorch reference path (used on CPU, and to test kernels).
+
+Shapes: q [B, T, Hq, D]; the pool's per-layer k_pages / v_pages [P, page_size, Hkv, D];
+block_tables [B, max_pages] (int); kv_lens [B]: tokens of each sequence to attend to.
+Query head h reads kv head h // (Hq // Hkv) (Gemma's grouping).
+"""
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+
+def gather(pages: torch.Tensor, block_tables: torch.Tensor, length: int) -> torch.Tensor:
+    """Dense [B, length, Hkv, D] view of each sequence's first `length` cached tokens."""
+    batch = block_tables.shape[0]
+    page_size = pages.shape[1]
+    needed = -(-length // page_size)
+    dense = pages[block_tables[:, :needed].long()]          # [B, needed, page_size, Hkv, D]
+    return dense.reshape(batch, needed * page_size, *pages.shape[2:])[:, :length]
+
+
+def paged_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
+                    block_tables: torch.Tensor, kv_lens: torch.Tensor, scale: float,
+                    visible: Optional[torch.Tensor] = None,
+                    extra_k: Optional[torch.Tensor] = None,
+                    extra_v: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """softmax(q kᵀ · scale) v over each sequence's cached tokens [0, kv_lens[b]) and,
+    when given, extra dense keys/values [B, Te, Hkv, D] that every query sees.
+
+    visible: optional bool [B, T, L] restricting which cached tokens each query sees
+    (L = max(kv_lens)); positions at or beyond kv_lens[b] are never seen.
+    """
+    batch, tokens, num_heads, _ = q.shape
+    length = int(kv_lens.max())
+    keys = gather(k_pages, block_tables, length)
+    values = gather(v_pages, block_tables, length)
+    mask = torch.arange(length, device=q.device)[None, None, :] < kv_lens[:, None, None]
+    mask = mask.expand(batch, tokens, length)
+    if visible is not None:
+        mask = mask & visible
+    if extra_k is not None:
+        keys = torch.cat([keys, extra_k.to(keys.dtype)], dim=1)
+        values = torch.cat([values, extra_v.to(values.dtype)], dim=1)
+        mask = torch.cat([mask, mask.new_ones(batch, tokens, extra_k.shape[1])], dim=-1)
+    group = num_heads // keys.shape[2]
+    keys = keys.repeat_interleave(group, dim=2).transpose(1, 2)      # [B, Hq, L, D]
+    values = values.repeat_interleave(group, dim=2).transpose(1, 2)
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values,
+                                         attn_mask=mask[:, None], scale=scale)
+    return out.transpose(1, 2)                                        # [B, T, Hq, D]

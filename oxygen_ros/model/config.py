@@ -1,0 +1,125 @@
+"""One configuration dataclass for every model size, and the named presets."""
+
+from dataclasses import asdict, dataclass, field, replace
+
+PREFIX_ATTENTION = ("bidirectional", "causal_prompt")
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    """SigLIP-style ViT: square images cut into patch_size patches."""
+    image_size: int
+    patch_size: int
+    width: int
+    depth: int
+    mlp_dim: int
+    num_heads: int
+
+    @property
+    def num_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+
+@dataclass(frozen=True)
+class GemmaConfig:
+    """One Gemma decoder stack (the VLM's language model, or the action expert)."""
+    width: int
+    depth: int
+    mlp_dim: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vision: VisionConfig
+    vlm: GemmaConfig
+    expert: GemmaConfig
+    vocab_size: int
+    num_cameras: int
+    action_horizon: int        # H: action tokens per chunk
+    action_dim: int            # values per action step (padded robot action)
+    num_denoise_steps: int     # Euler steps from t = 1 to t = 0
+    max_prompt_tokens: int     # prompt budget (π0.5 pads to 200; we never store padding)
+    state_dim: int = 32        # state values discretized into the prompt
+    prefix_attention: str = "bidirectional"   # π0.5; "causal_prompt" is the OxyGen variant
+    rope_max_wavelength: float = 10_000.0
+    time_min_period: float = 4e-3
+    time_max_period: float = 4.0
+    norm_eps: float = 1e-6
+    tokenizer: str = "bytes"   # "bytes" (presets) or "paligemma" (SentencePiece file)
+    name: str = field(default="custom", compare=False)
+
+    def __post_init__(self):
+        if self.prefix_attention not in PREFIX_ATTENTION:
+            raise ValueError(f"prefix_attention must be one of {PREFIX_ATTENTION}, "
+                             f"not {self.prefix_attention!r}")
+        shared = ("depth", "num_heads", "num_kv_heads", "head_dim")
+        for key in shared:
+            if getattr(self.vlm, key) != getattr(self.expert, key):
+                raise ValueError(f"mixture of transformers needs equal {key} in the VLM and the "
+                                 f"action expert ({getattr(self.vlm, key)} != "
+                                 f"{getattr(self.expert, key)})")
+        if self.vlm.num_heads % self.vlm.num_kv_heads:
+            raise ValueError("num_heads must be a multiple of num_kv_heads")
+
+    @property
+    def num_layers(self) -> int:
+        return self.vlm.depth
+
+    @property
+    def image_tokens_per_camera(self) -> int:
+        return self.vision.num_patches
+
+    def kv_bytes_per_token(self, dtype_bytes: int) -> int:
+        return 2 * self.num_layers * self.vlm.num_kv_heads * self.vlm.head_dim * dtype_bytes
+
+    def with_(self, **changes) -> "ModelConfig":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+PRESETS = {
+    # The real π0.5 dimensions (PaliGemma 3B: SigLIP So400m/14 + Gemma 2B, Gemma 300M expert).
+    "pi05": ModelConfig(
+        vision=VisionConfig(image_size=224, patch_size=14, width=1152, depth=27, mlp_dim=4304,
+                            num_heads=16),
+        vlm=GemmaConfig(width=2048, depth=18, mlp_dim=16_384, num_heads=8, num_kv_heads=1,
+                        head_dim=256),
+        expert=GemmaConfig(width=1024, depth=18, mlp_dim=4096, num_heads=8, num_kv_heads=1,
+                           head_dim=256),
+        vocab_size=257_152, num_cameras=3, action_horizon=50, action_dim=32,
+        num_denoise_steps=10, max_prompt_tokens=200, tokenizer="paligemma", name="pi05"),
+    # CPU benchmarks: 3 cameras x 64 patches + prompt = a few hundred prefix tokens,
+    # ~30 M parameters; a three-task frame runs in well under a second on two cores.
+    "small": ModelConfig(
+        vision=VisionConfig(image_size=112, patch_size=14, width=384, depth=4, mlp_dim=1536,
+                            num_heads=6),
+        vlm=GemmaConfig(width=512, depth=4, mlp_dim=2048, num_heads=8, num_kv_heads=1,
+                        head_dim=64),
+        expert=GemmaConfig(width=256, depth=4, mlp_dim=1024, num_heads=8, num_kv_heads=1,
+                           head_dim=64),
+        vocab_size=260, num_cameras=3, action_horizon=50, action_dim=32, num_denoise_steps=10,
+        max_prompt_tokens=200, name="small"),
+    # Unit tests: milliseconds per call. Grouped-query attention (4 heads, 2 kv heads)
+    # so the kernels' head grouping is exercised.
+    "tiny": ModelConfig(
+        vision=VisionConfig(image_size=28, patch_size=14, width=32, depth=1, mlp_dim=64,
+                            num_heads=2),
+        vlm=GemmaConfig(width=64, depth=2, mlp_dim=128, num_heads=4, num_kv_heads=2,
+                        head_dim=16),
+        expert=GemmaConfig(width=32, depth=2, mlp_dim=64, num_heads=4, num_kv_heads=2,
+                           head_dim=16),
+        vocab_size=260, num_cameras=2, action_horizon=4, action_dim=6, num_denoise_steps=3,
+        max_prompt_tokens=64, state_dim=6, name="tiny"),
+}
+
+
+def preset(name: str) -> ModelConfig:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown preset {name!r} (choose from {', '.join(PRESETS)})") from None

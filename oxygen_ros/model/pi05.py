@@ -1,0 +1,277 @@
+"""π0.5 as a mixture of transformers over the unified paged KV cache.
+
+Prefix tokens (camera images, prompt) run through the VLM's Gemma weights; action tokens
+through the action expert's. In every layer both attend jointly: the prefix sees only
+itself (bidirectionally, or with causal prompt tokens in the OxyGen variant), actions see
+the prefix and each other. Prefix K/V live in the page pool and are computed once; each
+flow-matching step runs only the expert over the H action tokens, reading the prefix's
+pages and writing its own K/V to the action tier. Language decoding extends a prefix's
+page table with new tokens through the VLM weights.
+
+The operations the engine calls:
+    prefill(prefix, cache)            -> PageTable (None if the pool is short)
+    extend(table, tokens, cache)      -> logits of the last token
+    decode(tables, tokens, cache)     -> logits [B, vocab] (one token per sequence)
+    denoise(tables, x_t, t, cache)    -> velocity [B, H, action_dim] (writes no pages)
+    sample_actions(tables, noise, cache) -> actions [B, H, action_dim]
+Callers reserve() room in the tables before extend/decode; prefill reserves its own.
+"""
+
+import math
+from typing import Callable, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from oxygen_ros.cache.attention import decode_attention, suffix_attention
+from oxygen_ros.cache.kv_cache import KVCache
+from oxygen_ros.cache.page_table import PageTable
+from oxygen_ros.cache.paged_attention import paged_attention
+from oxygen_ros.cache.prefix_index import page_keys, root_key
+from oxygen_ros.model.config import ModelConfig
+from oxygen_ros.model.gemma import Gemma, rope
+from oxygen_ros.model.prefix import Prefix
+from oxygen_ros.model.siglip import SiglipVisionModel
+
+Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class Pi05Model(nn.Module):
+    def __init__(self, config: ModelConfig, seed: int = 0):
+        super().__init__()
+        self.config = config
+        expert_width = config.expert.width
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.vision = SiglipVisionModel(config.vision)
+            self.projector = nn.Linear(config.vision.width, config.vlm.width)
+            self.language_model = Gemma(config.vlm, config.norm_eps, vocab_size=config.vocab_size)
+            self.expert = Gemma(config.expert, config.norm_eps, cond_dim=expert_width)
+            self.action_in_proj = nn.Linear(config.action_dim, expert_width)
+            self.action_out_proj = nn.Linear(expert_width, config.action_dim)
+            self.time_mlp_in = nn.Linear(expert_width, expert_width)
+            self.time_mlp_out = nn.Linear(expert_width, expert_width)
+            self._init_weights()
+        self.scale = config.vlm.head_dim ** -0.5
+        # Part of every prefix-index key: cached K/V are only valid for these weights.
+        self.weights_version = f"random-init-seed-{seed}"
+        self.counters = {"prefix_tokens_computed": 0, "prefix_tokens_reused": 0}
+
+    def _init_weights(self) -> None:
+        """Random weights that behave like a model: with tied embeddings and default init a
+        random Gemma repeats its input token forever. Sharp attention (large q/k weights)
+        and a zero-mean output gain make greedy text depend on the context, so decoding
+        tests can tell sequences apart; the adaRMS modulation is small but non-zero."""
+        nn.init.normal_(self.language_model.embed_tokens.weight, std=0.02)
+        nn.init.normal_(self.language_model.norm.weight, mean=-1.0, std=1.0)
+        for layer in self.language_model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
+                nn.init.normal_(proj.weight, std=4.0 / proj.in_features ** 0.5)
+        for name, param in self.expert.named_parameters():
+            if ".dense." in name or name.startswith("norm.dense"):
+                nn.init.normal_(param, std=0.02)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.projector.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.projector.weight.device
+
+    # -- embeddings ---------------------------------------------------------------------
+    def embed_images(self, images: torch.Tensor) -> torch.Tensor:
+        """[cameras, 3, S, S] -> [cameras * patches, vlm width] (no sqrt(width) scaling)."""
+        features = self.vision(images.to(self.device, self.dtype))
+        return self.projector(features).flatten(0, 1)
+
+    def embed_prefix(self, prefix: Prefix, start: int = 0) -> torch.Tensor:
+        """Embeddings of prefix tokens [start:], running the vision tower only if needed."""
+        parts = []
+        if start < prefix.num_image_tokens:
+            parts.append(self.embed_images(prefix.images)[start:])
+        first_prompt = max(0, start - prefix.num_image_tokens)
+        parts.append(self.language_model.embed(prefix.tokens[first_prompt:].to(self.device)))
+        return torch.cat(parts)
+
+    def time_condition(self, t: torch.Tensor) -> torch.Tensor:
+        """Flow-matching time [B] -> adaRMS condition [B, expert width]."""
+        width = self.config.expert.width
+        fraction = torch.linspace(0.0, 1.0, width // 2, device=self.device, dtype=torch.float64)
+        period = self.config.time_min_period * (
+            self.config.time_max_period / self.config.time_min_period) ** fraction
+        angle = t.to(self.device, torch.float64)[:, None] / period[None, :] * (2 * math.pi)
+        emb = torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1).to(self.dtype)
+        return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb))))
+
+    # -- the layer loops -----------------------------------------------------------------
+    def _run_vlm(self, x: torch.Tensor, positions: torch.Tensor, attend: Attend) -> torch.Tensor:
+        wavelength = self.config.rope_max_wavelength
+        for i, layer in enumerate(self.language_model.layers):
+            h, _ = layer.input_layernorm(x)
+            q, k, v = layer.self_attn.qkv(h)
+            out = attend(i, rope(q, positions, wavelength), rope(k, positions, wavelength), v)
+            x = x + layer.self_attn.o_proj(out.flatten(-2))
+            h, _ = layer.post_attention_layernorm(x)
+            x = x + layer.mlp(h)
+        return x
+
+    def _run_expert(self, x: torch.Tensor, cond: torch.Tensor, positions: torch.Tensor,
+                    attend: Attend) -> torch.Tensor:
+        wavelength = self.config.rope_max_wavelength
+        for i, layer in enumerate(self.expert.layers):
+            h, gate = layer.input_layernorm(x, cond)
+            q, k, v = layer.self_attn.qkv(h)
+            out = attend(i, rope(q, positions, wavelength), rope(k, positions, wavelength), v)
+            x = x + layer.self_attn.o_proj(out.flatten(-2)) * gate
+            h, gate = layer.post_attention_layernorm(x, cond)
+            x = x + layer.mlp(h) * gate
+        return x
+
+    # -- prefix -------------------------------------------------------------------------
+    def prefix_page_keys(self, prefix: Prefix, page_size: int) -> list[bytes]:
+        mode = self.config.prefix_attention
+        whole = prefix.tokens.numpy().tobytes() if mode == "bidirectional" else b""
+        root = root_key(self.weights_version, mode, prefix.cameras, prefix.image_digest, whole)
+        return page_keys(root, prefix.token_keys(), page_size)
+
+    def prefill(self, prefix: Prefix, cache: KVCache, owner: str = "prefix") -> Optional[PageTable]:
+        """The prefix's K/V in pages: cached pages are reused, only the rest is computed.
+
+        Returns None, with the pool unchanged, if there are not enough free pages."""
+        total = prefix.num_tokens
+        keys = self.prefix_page_keys(prefix, cache.page_size)
+        table = cache.match_prefix(keys, owner)
+        reused = total if len(table.pages) == len(keys) else len(table.pages) * cache.page_size
+        table.length = reused
+        if reused < total:
+            if not cache.reserve(table, total - reused):
+                cache.free(table)
+                return None
+            self._compute_prefix(prefix, table, reused, cache)
+            cache.index.insert(keys, table.pages)
+        self.counters["prefix_tokens_computed"] += total - reused
+        self.counters["prefix_tokens_reused"] += reused
+        return table
+
+    @torch.inference_mode()
+    def _compute_prefix(self, prefix: Prefix, table: PageTable, start: int,
+                        cache: KVCache) -> None:
+        total = prefix.num_tokens
+        x = self.embed_prefix(prefix, start)[None]                       # [1, T, W]
+        positions = torch.arange(start, total, device=self.device)[None]
+        causal = prefix.causal(self.config.prefix_attention).to(self.device)
+        keys = torch.arange(total, device=self.device)
+        queries = keys[start:]
+        # key j is visible to query i if j is bidirectional or not after i (j <= i)
+        visible = (~causal[None, :]) | (keys[None, :] <= queries[:, None])  # [T, total]
+        slots = cache.slots([table], [start], total - start)
+        block_tables = cache.block_tables([table])
+        lens = torch.tensor([total], device=self.device)
+
+        def attend(layer, q, k, v):
+            cache.write(layer, slots, k, v)
+            if start == 0:  # all tokens are here: plain dense attention
+                return _dense_attention(q, k, v, visible, self.scale)
+            return paged_attention(q, cache.pool.k[layer], cache.pool.v[layer], block_tables,
+                                   lens, self.scale, visible=visible[None])
+
+        self._run_vlm(x, positions, attend)
+        table.length = total
+
+    # -- language -------------------------------------------------------------------------
+    @torch.inference_mode()
+    def extend(self, table: PageTable, tokens: Sequence[int], cache: KVCache) -> torch.Tensor:
+        """Append causal tokens (a request's prompt) to a table; logits of the last one [V]."""
+        start, count = table.length, len(tokens)
+        self._check_room(cache, [table], count)
+        x = self.language_model.embed(torch.tensor(list(tokens), device=self.device))[None]
+        positions = torch.arange(start, start + count, device=self.device)[None]
+        keys = torch.arange(start + count, device=self.device)
+        visible = keys[None, :] <= positions[0, :, None]                  # causal
+        slots = cache.slots([table], [start], count)
+        block_tables = cache.block_tables([table])
+        lens = torch.tensor([start + count], device=self.device)
+
+        def attend(layer, q, k, v):
+            cache.write(layer, slots, k, v)
+            return paged_attention(q, cache.pool.k[layer], cache.pool.v[layer], block_tables,
+                                   lens, self.scale, visible=visible[None])
+
+        hidden = self._run_vlm(x, positions, attend)
+        table.length += count
+        return self.language_model.logits(hidden[0, -1])
+
+    @torch.inference_mode()
+    def decode(self, tables: Sequence[PageTable], tokens: Sequence[int],
+               cache: KVCache) -> torch.Tensor:
+        """One token per sequence (tables may belong to prefixes of different frames)."""
+        self._check_room(cache, tables, 1)
+        x = self.language_model.embed(torch.tensor(list(tokens), device=self.device))[:, None]
+        positions = torch.tensor([t.length for t in tables], device=self.device)[:, None]
+        slots = cache.slots(tables, [t.length for t in tables], 1)
+        block_tables = cache.block_tables(tables)
+        lens = positions[:, 0] + 1
+
+        def attend(layer, q, k, v):
+            cache.write(layer, slots, k, v)
+            return decode_attention(q[:, 0], cache.pool.k[layer], cache.pool.v[layer],
+                                    block_tables, lens, self.scale)[:, None]
+
+        hidden = self._run_vlm(x, positions, attend)
+        for table in tables:
+            table.length += 1
+        return self.language_model.logits(hidden[:, 0])
+
+    def _check_room(self, cache: KVCache, tables: Sequence[PageTable], count: int) -> None:
+        for table in tables:
+            if cache.pages_for(table.length + count) > len(table.pages):
+                raise RuntimeError("reserve() room in the page table before writing tokens")
+
+    # -- actions --------------------------------------------------------------------------
+    @torch.inference_mode()
+    def denoise(self, tables: Sequence[PageTable], x_t: torch.Tensor, t: torch.Tensor,
+                cache: KVCache) -> torch.Tensor:
+        """Flow-matching velocity of noisy actions x_t [B, H, action_dim] at times t [B]."""
+        batch, horizon, _ = x_t.shape
+        if batch > cache.actions.max_batch:
+            raise ValueError(f"{batch} action chunks exceed the action tier's {cache.actions.max_batch}")
+        prefix_lens = torch.tensor([table.length for table in tables], device=self.device)
+        positions = prefix_lens[:, None] + torch.arange(horizon, device=self.device)[None]
+        block_tables = cache.block_tables(tables)
+        scratch = cache.actions
+
+        def attend(layer, q, k, v):
+            scratch.k[layer, :batch] = k
+            scratch.v[layer, :batch] = v
+            return suffix_attention(q, cache.pool.k[layer], cache.pool.v[layer], block_tables,
+                                    prefix_lens, scratch.k[layer, :batch],
+                                    scratch.v[layer, :batch], self.scale)
+
+        cond = self.time_condition(t)
+        x = self.action_in_proj(x_t.to(self.device, self.dtype))
+        x = self._run_expert(x, cond, positions, attend)
+        normed, _ = self.expert.norm(x, cond)
+        return self.action_out_proj(normed)
+
+    @torch.inference_mode()
+    def sample_actions(self, tables: Sequence[PageTable], noise: torch.Tensor, cache: KVCache,
+                       num_steps: Optional[int] = None) -> torch.Tensor:
+        """Euler integration of the flow from noise at t = 1 to actions at t = 0."""
+        steps = num_steps or self.config.num_denoise_steps
+        dt = -1.0 / steps
+        x = noise.to(self.device, self.dtype)
+        for step in range(steps):
+            t = torch.full((x.shape[0],), 1.0 + step * dt, device=self.device)
+            x = x + dt * self.denoise(tables, x, t, cache)
+        return x
+
+
+def _dense_attention(q, k, v, visible, scale):
+    """q [1, T, Hq, D], k/v [1, T, Hkv, D], visible [T, T] -> [1, T, Hq, D]."""
+    group = q.shape[2] // k.shape[2]
+    k = k.repeat_interleave(group, dim=2).transpose(1, 2)
+    v = v.repeat_interleave(group, dim=2).transpose(1, 2)
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=visible, scale=scale)
+    return out.transpose(1, 2)

@@ -1,0 +1,38 @@
+"""Tokenizers: byte-level for the presets (PaliGemma SentencePiece comes with checkpoints)."""
+
+from typing import Sequence
+
+
+class ByteTokenizer:
+    """UTF-8 bytes are ids 0-255; then padding, beginning- and end-of-sequence."""
+
+    pad_id, bos_id, eos_id = 256, 257, 258
+    vocab_size = 259
+
+    def encode(self, text: str, bos: bool = True) -> list[int]:
+        return ([self.bos_id] if bos else []) + list(text.encode("utf-8"))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+
+class StreamDecoder:
+    """Turns token ids into text pieces as they arrive, never splitting a UTF-8 character."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.emitted = 0
+
+    def push(self, token_id: int) -> str:
+        self.ids.append(token_id)
+        text = self.tokenizer.decode(self.ids)
+        if text.endswith("\ufffd"):       # an incomplete character: wait for the rest
+            return ""
+        piece, self.emitted = text[self.emitted:], len(text)
+        return piece
+
+    def flush(self) -> str:
+        text = self.tokenizer.decode(self.ids)
+        piece, self.emitted = text[self.emitted:], len(text)
+        return piece

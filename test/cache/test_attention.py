@@ -1,0 +1,102 @@
+"""Attention over pages equals dense attention; the Triton kernels equal the reference."""
+
+import os
+
+import pytest
+import torch
+
+from oxygen_ros.cache import paged_attention as reference
+from oxygen_ros.cache import triton_attention
+
+
+def random_layout(seed, batch, lengths, page_size, kv_heads, head_dim, pages=64):
+    """Pages filled with noise; each sequence's pages drawn at random (never shared)."""
+    g = torch.Generator().manual_seed(seed)
+    k_pages = torch.randn(pages, page_size, kv_heads, head_dim, generator=g)
+    v_pages = torch.randn(pages, page_size, kv_heads, head_dim, generator=g)
+    order = torch.randperm(pages, generator=g).tolist()
+    width = max(-(-n // page_size) for n in lengths)
+    tables = []
+    for n in lengths:
+        own = [order.pop() for _ in range(-(-n // page_size))]
+        tables.append(own + [0] * (width - len(own)))
+    return k_pages, v_pages, torch.tensor(tables, dtype=torch.int32), torch.tensor(lengths), g
+
+
+def dense_attention(q, k, v, mask, scale):
+    """q [T, Hq, D], k/v [L, Hkv, D] -> [T, Hq, D], written out with softmax."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    scores = torch.einsum("thd,lhd->htl", q, k) * scale
+    scores = scores.masked_fill(~mask[None], float("-inf"))
+    return torch.einsum("htl,lhd->thd", scores.softmax(-1), v)
+
+
+def dense_sequence(pages, table, length):
+    page_size = pages.shape[1]
+    return torch.cat([pages[p] for p in table[: -(-length // page_size)].tolist()])[:length]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("page_size, heads, kv_heads", [(4, 8, 1), (16, 4, 2), (8, 6, 6)])
+def test_paged_attention_equals_dense_attention_over_random_layouts(seed, page_size, heads,
+                                                                    kv_heads):
+    gen = torch.Generator().manual_seed(100 + seed)
+    batch = int(torch.randint(1, 6, (1,), generator=gen))
+    lengths = torch.randint(1, 70, (batch,), generator=gen).tolist()
+    tokens = int(torch.randint(1, 5, (1,), generator=gen))
+    k_pages, v_pages, tables, lens, g = random_layout(seed, batch, lengths, page_size, kv_heads, 8)
+    q = torch.randn(batch, tokens, heads, 8, generator=g)
+    extra_k = torch.randn(batch, 3, kv_heads, 8, generator=g)
+    extra_v = torch.randn(batch, 3, kv_heads, 8, generator=g)
+    causal = torch.rand(batch, tokens, max(lengths), generator=g) > 0.3
+    causal[..., 0] = True
+    out = reference.paged_attention(q, k_pages, v_pages, tables, lens, 0.35, visible=causal,
+                                    extra_k=extra_k, extra_v=extra_v)
+    for b, n in enumerate(lengths):
+        k = torch.cat([dense_sequence(k_pages, tables[b], n), extra_k[b]])
+        v = torch.cat([dense_sequence(v_pages, tables[b], n), extra_v[b]])
+        mask = torch.cat([causal[b, :, :n], torch.ones(tokens, 3, dtype=torch.bool)], dim=1)
+        torch.testing.assert_close(out[b], dense_attention(q[b], k, v, mask, 0.35),
+                                   atol=1e-5, rtol=0)
+
+
+interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+CASES = [(16, 16, 4, 2, [1, 17, 40]), (16, 64, 8, 1, [33, 5]), (32, 16, 2, 2, [64, 3, 90, 31])]
+
+
+@pytest.mark.parametrize("page_size, head_dim, heads, kv_heads, lengths", CASES)
+def test_triton_decode_kernel_equals_the_reference(page_size, head_dim, heads, kv_heads, lengths):
+    device = "cpu" if interpreted else "cuda"
+    k_pages, v_pages, tables, lens, g = random_layout(1, len(lengths), lengths, page_size,
+                                                      kv_heads, head_dim)
+    q = torch.randn(len(lengths), heads, head_dim, generator=g)
+    expected = reference.paged_attention(q[:, None], k_pages, v_pages, tables, lens, 0.125)[:, 0]
+    out = triton_attention.decode_attention(*(t.to(device) for t in (q, k_pages, v_pages, tables,
+                                                                      lens)), 0.125)
+    torch.testing.assert_close(out.cpu(), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("page_size, head_dim, heads, kv_heads, lengths", CASES)
+@pytest.mark.parametrize("tokens", [5, 50])
+def test_triton_suffix_kernel_equals_the_reference(page_size, head_dim, heads, kv_heads, lengths,
+                                                   tokens):
+    device = "cpu" if interpreted else "cuda"
+    k_pages, v_pages, tables, lens, g = random_layout(2, len(lengths), lengths, page_size,
+                                                      kv_heads, head_dim)
+    q = torch.randn(len(lengths), tokens, heads, head_dim, generator=g)
+    extra_k = torch.randn(len(lengths), tokens, kv_heads, head_dim, generator=g)
+    extra_v = torch.randn(len(lengths), tokens, kv_heads, head_dim, generator=g)
+    expected = reference.paged_attention(q, k_pages, v_pages, tables, lens, 0.125,
+                                         extra_k=extra_k, extra_v=extra_v)
+    out = triton_attention.suffix_attention(
+        *(t.to(device) for t in (q, k_pages, v_pages, tables, lens, extra_k, extra_v)), 0.125)
+    torch.testing.assert_close(out.cpu(), expected, atol=1e-5, rtol=0)
+
+
+def test_triton_kernels_refuse_page_sizes_they_cannot_tile():
+    k_pages = torch.zeros(4, 8, 1, 16)
+    with pytest.raises(ValueError, match="page_size a power of two >= 16"):
+        triton_attention.decode_attention(torch.zeros(1, 2, 16), k_pages, k_pages,
+                                          torch.zeros(1, 1, dtype=torch.int32),
+                                          torch.tensor([3]), 1.0)
