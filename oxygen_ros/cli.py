@@ -55,6 +55,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if inference.observations > 0 else 1
 
 
+def cmd_bench_model(args: argparse.Namespace) -> int:
+    """Model benchmark: chunk latency, decode tokens/s, distance from the bandwidth bound."""
+    import json
+    from dataclasses import asdict
+
+    import torch
+
+    from oxygen_ros.model import benchmark
+
+    torch.set_num_threads(args.threads) if args.threads else None
+    result = benchmark.run(args.preset, args.device, getattr(torch, args.dtype),
+                           batches=tuple(args.batches), repeats=args.repeats)
+    print(benchmark.report(result))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(asdict(result), handle, indent=2)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oxygen-ros", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -63,6 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--camera-hz", type=float, default=15.0,
                       help="synthetic camera rate (default 15)")
     demo.set_defaults(func=cmd_demo)
+
+    bench_model = sub.add_parser("bench-model", help=cmd_bench_model.__doc__)
+    bench_model.add_argument("--preset", default="small", help="model preset (default small)")
+    bench_model.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    bench_model.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    bench_model.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16],
+                             help="decode batch sizes (default 1 4 16)")
+    bench_model.add_argument("--repeats", type=int, default=5, help="timed repeats (median)")
+    bench_model.add_argument("--threads", type=int, default=0,
+                             help="torch CPU threads (default: torch's choice)")
+    bench_model.add_argument("--json", help="also write the numbers to this JSON file")
+    bench_model.set_defaults(func=cmd_bench_model)
     return parser
 
 

@@ -43,9 +43,23 @@ def paged_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tenso
         keys = torch.cat([keys, extra_k.to(keys.dtype)], dim=1)
         values = torch.cat([values, extra_v.to(values.dtype)], dim=1)
         mask = torch.cat([mask, mask.new_ones(batch, tokens, extra_k.shape[1])], dim=-1)
-    group = num_heads // keys.shape[2]
-    keys = keys.repeat_interleave(group, dim=2).transpose(1, 2)      # [B, Hq, L, D]
-    values = values.repeat_interleave(group, dim=2).transpose(1, 2)
-    out = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values,
-                                         attn_mask=mask[:, None], scale=scale)
-    return out.transpose(1, 2)                                        # [B, T, Hq, D]
+    return grouped_attention(q, keys, values, mask, scale)
+
+
+def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                      mask: torch.Tensor, scale: float) -> torch.Tensor:
+    """q [B, T, Hq, D], keys/values [B, L, Hkv, D], mask [B, T, L] -> [B, T, Hq, D].
+
+    The query heads sharing a kv head are folded into the query axis, so K/V are read
+    as they are instead of being copied once per query head."""
+    batch, tokens, num_heads, head_dim = q.shape
+    kv_heads = keys.shape[2]
+    group = num_heads // kv_heads
+    q = q.view(batch, tokens, kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
+    q = q.reshape(batch, kv_heads, group * tokens, head_dim)
+    mask = mask[:, None, None].expand(batch, 1, group, tokens, mask.shape[-1])
+    out = F.scaled_dot_product_attention(
+        q, keys.transpose(1, 2), values.transpose(1, 2),
+        attn_mask=mask.reshape(batch, 1, group * tokens, -1), scale=scale)
+    out = out.view(batch, kv_heads, group, tokens, head_dim).permute(0, 3, 1, 2, 4)
+    return out.reshape(batch, tokens, num_heads, head_dim)

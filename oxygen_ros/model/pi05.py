@@ -27,7 +27,7 @@ from torch import nn
 from oxygen_ros.cache.attention import decode_attention, suffix_attention
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.cache.page_table import PageTable
-from oxygen_ros.cache.paged_attention import paged_attention
+from oxygen_ros.cache.paged_attention import grouped_attention, paged_attention
 from oxygen_ros.cache.prefix_index import page_keys, root_key
 from oxygen_ros.model.config import ModelConfig
 from oxygen_ros.model.gemma import Gemma, rope
@@ -270,8 +270,4 @@ class Pi05Model(nn.Module):
 
 def _dense_attention(q, k, v, visible, scale):
     """q [1, T, Hq, D], k/v [1, T, Hkv, D], visible [T, T] -> [1, T, Hq, D]."""
-    group = q.shape[2] // k.shape[2]
-    k = k.repeat_interleave(group, dim=2).transpose(1, 2)
-    v = v.repeat_interleave(group, dim=2).transpose(1, 2)
-    out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=visible, scale=scale)
-    return out.transpose(1, 2)
+    return grouped_attention(q, k, v, visible[None], scale)
