@@ -74,6 +74,35 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Engine benchmark: isolated, shared_kv and oxygen side by side on one workload."""
+    from pathlib import Path
+
+    import torch
+
+    from oxygen_ros.engine import benchmark
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    workload = benchmark.Workload(
+        preset=args.preset, frames=args.frames, denoise_steps=args.denoise_steps,
+        cameras=args.cameras, decode_tokens=args.decode_tokens,
+        tokens_per_frame=args.tokens_per_frame, dialogue_per_frame=args.dialogue_per_frame,
+        memory_period_frames=args.memory_period_frames, camera_every=args.camera_every,
+        prefix_attention=args.prefix_attention, seed=args.seed, device=args.device)
+    result = benchmark.run(workload, progress=lambda i, n: print(
+        f"\rframe {i}/{n}", end="", file=sys.stderr, flush=True))
+    print(file=sys.stderr)
+    print(benchmark.table(result))
+    if args.json:
+        benchmark.write_json(result, args.json)
+    plot_path = args.plot or (str(Path(args.json).with_suffix(".png")) if args.json else None)
+    if plot_path:
+        benchmark.plot(result, plot_path)
+        print(f"wrote {args.json or ''} {plot_path}".replace("  ", " "))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oxygen-ros", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -82,6 +111,31 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--camera-hz", type=float, default=15.0,
                       help="synthetic camera rate (default 15)")
     demo.set_defaults(func=cmd_demo)
+
+    bench = sub.add_parser("bench", help=cmd_bench.__doc__)
+    defaults = __import__("oxygen_ros.engine.benchmark", fromlist=["Workload"]).Workload()
+    bench.add_argument("--preset", default=defaults.preset)
+    bench.add_argument("--frames", type=int, default=defaults.frames, help="measured frames")
+    bench.add_argument("--denoise-steps", type=int, default=defaults.denoise_steps)
+    bench.add_argument("--cameras", type=int, default=defaults.cameras, choices=[1, 2, 3])
+    bench.add_argument("--decode-tokens", type=int, default=defaults.decode_tokens,
+                       help="max new tokens per dialogue request")
+    bench.add_argument("--tokens-per-frame", type=int, default=defaults.tokens_per_frame,
+                       help="k: decode steps per frame in oxygen mode")
+    bench.add_argument("--dialogue-per-frame", type=float, default=defaults.dialogue_per_frame,
+                       help="mean new dialogue requests per frame (Poisson)")
+    bench.add_argument("--memory-period-frames", type=int,
+                       default=defaults.memory_period_frames, help="0 turns memory off")
+    bench.add_argument("--camera-every", type=int, default=defaults.camera_every,
+                       help="a new camera image every N frames")
+    bench.add_argument("--prefix-attention", default=defaults.prefix_attention,
+                       choices=["bidirectional", "causal_prompt"])
+    bench.add_argument("--seed", type=int, default=defaults.seed)
+    bench.add_argument("--device", default=defaults.device)
+    bench.add_argument("--threads", type=int, default=0, help="torch CPU threads")
+    bench.add_argument("--json", help="write the results to this JSON file (and a PNG beside)")
+    bench.add_argument("--plot", help="PNG path (default: beside --json)")
+    bench.set_defaults(func=cmd_bench)
 
     bench_model = sub.add_parser("bench-model", help=cmd_bench_model.__doc__)
     bench_model.add_argument("--preset", default="small", help="model preset (default small)")

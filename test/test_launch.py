@@ -12,9 +12,10 @@ launch_ros = pytest.importorskip(
 
 
 def test_humanoid_launch_starts_ingest_and_inference_with_the_config():
-    from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument
     from launch_ros.actions import Node
+
+    from launch import LaunchDescription
 
     spec = importlib.util.spec_from_file_location("humanoid_launch",
                                                   REPO / "launch" / "humanoid.launch.py")

@@ -18,6 +18,7 @@ class KVCache:
         self.pool = PagePool(num_pages, page_size, num_layers, num_kv_heads, head_dim, dtype,
                              device)
         self.index = PrefixIndex(self.pool)
+        # action_batch 0: a cache that serves language only (no action tier)
         self.actions = ActionScratch(num_layers, action_batch, action_horizon, num_kv_heads,
                                      head_dim, dtype, device)
         self.page_size = page_size

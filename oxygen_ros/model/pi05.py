@@ -136,14 +136,16 @@ class Pi05Model(nn.Module):
         root = root_key(self.weights_version, mode, prefix.cameras, prefix.image_digest, whole)
         return page_keys(root, prefix.token_keys(), page_size)
 
-    def prefill(self, prefix: Prefix, cache: KVCache, owner: str = "prefix") -> Optional[PageTable]:
+    def prefill(self, prefix: Prefix, cache: KVCache, owner: str = "prefix",
+                reuse: bool = True) -> Optional[PageTable]:
         """The prefix's K/V in pages: cached pages are reused, only the rest is computed.
+        With reuse=False the prefix index is neither read nor written (a private copy).
 
         Returns None, with the pool unchanged, if there are not enough free pages."""
         total = prefix.num_tokens
-        keys = self.prefix_page_keys(prefix, cache.page_size)
+        keys = self.prefix_page_keys(prefix, cache.page_size) if reuse else []
         table = cache.match_prefix(keys, owner)
-        reused = total if len(table.pages) == len(keys) else len(table.pages) * cache.page_size
+        reused = total if keys and len(table.pages) == len(keys) else len(table.pages) * cache.page_size
         table.length = reused
         if reused < total:
             if not cache.reserve(table, total - reused):

@@ -5,10 +5,11 @@ import time
 from pathlib import Path
 
 from oxygen_ros.msg import Observation
-from oxygen_ros.ros import qos
-from oxygen_ros.ros.image_conversion import image_to_rgb
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+
+from oxygen_ros.ros import qos
+from oxygen_ros.ros.image_conversion import image_to_rgb
 
 
 def installed_executable(name: str) -> Path:

@@ -2,11 +2,12 @@
 
 import numpy as np
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
-from oxygen_ros.ros import qos
-from oxygen_ros.ros.image_conversion import rgb_to_image
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import Image
+
+from oxygen_ros.ros import qos
+from oxygen_ros.ros.image_conversion import rgb_to_image
 
 
 def observation() -> Observation:

@@ -2,8 +2,9 @@
 
 import rclpy
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
-from oxygen_ros.ros import qos
 from rclpy.node import Node
+
+from oxygen_ros.ros import qos
 
 TYPES = {"observation": Observation, "action_chunk": ActionChunk,
          "dialogue_chunk": DialogueChunk, "memory_summary": MemorySummary}

@@ -1,0 +1,94 @@
+"""Baselines with the same model, weights, tasks and outputs as the OxyGen loop.
+
+isolated: each task owns a private KV cache and prefills its own copy of the observation;
+    the tasks run one after another and each language request is decoded alone to its end
+    in the frame it arrived — how separate openpi-style servers would serve three tasks.
+shared_kv: one prefill per frame shared by every task (cross-task KV sharing), but each
+    request is still decoded alone to its end, one after another (no batching).
+"""
+
+from oxygen_ros.engine.engine import EngineCore
+from oxygen_ros.engine.request import LanguageRequest
+
+
+class SharedKVEngine(EngineCore):
+    mode = "shared_kv"
+
+    def __init__(self, model, config, **kwargs):
+        super().__init__(model, config, **kwargs)
+        self.cache = self.new_cache()
+
+    def cache_of(self, request: LanguageRequest):
+        return self.cache
+
+    def run_frame(self, frame_id, observation, prefix, start):
+        table = self.model.prefill(prefix, self.cache)
+        if table is None:
+            raise RuntimeError("shared_kv: KV pool cannot hold the observation prefix")
+        chunk = self.emit_chunk(frame_id, observation,
+                                self.actions.run([table], self.cache, frame_id), start)
+        steps = 0
+        while (request := self.scheduler.next_waiting()) is not None:
+            request.frame_id, request.prefix = frame_id, prefix
+            if not self.attach(request, table, self.cache):
+                raise RuntimeError("shared_kv: KV pool exhausted; raise num_pages")
+            steps += self.decode_to_completion(request, self.cache)
+        self.cache.free(table)
+        return chunk, steps
+
+    def pages_in_use(self) -> int:
+        return self.cache.pool.used_pages
+
+    def kv_peak_bytes(self) -> int:
+        return self.cache.pool.peak_bytes + self.cache.actions.bytes
+
+    def reset_peaks(self) -> None:
+        self.cache.pool.reset_peak()
+
+
+class IsolatedEngine(EngineCore):
+    mode = "isolated"
+
+    def __init__(self, model, config, **kwargs):
+        super().__init__(model, config, **kwargs)
+        self.caches = {"action": self.new_cache(action_batch=1),
+                       "dialogue": self.new_cache(action_batch=0),
+                       "memory": self.new_cache(action_batch=0)}
+
+    def cache_of(self, request: LanguageRequest):
+        return self.caches[request.kind]
+
+    def run_frame(self, frame_id, observation, prefix, start):
+        action_cache = self.caches["action"]
+        table = self._own_prefill(prefix, action_cache, "action")
+        chunk = self.emit_chunk(frame_id, observation,
+                                self.actions.run([table], action_cache, frame_id), start)
+        action_cache.free(table)
+        steps = 0
+        while (request := self.scheduler.next_waiting()) is not None:
+            cache = self.caches[request.kind]
+            request.frame_id, request.prefix = frame_id, prefix
+            table = self._own_prefill(prefix, cache, request.kind)
+            attached = self.attach(request, table, cache)
+            cache.free(table)
+            if not attached:
+                raise RuntimeError("isolated: KV pool exhausted; raise num_pages")
+            steps += self.decode_to_completion(request, cache)
+        return chunk, steps
+
+    def _own_prefill(self, prefix, cache, owner):
+        table = self.model.prefill(prefix, cache, owner=owner, reuse=False)
+        if table is None:
+            raise RuntimeError("isolated: KV pool cannot hold the observation prefix")
+        return table
+
+    def pages_in_use(self) -> int:
+        return sum(c.pool.used_pages for c in self.caches.values())
+
+    def kv_peak_bytes(self) -> int:
+        """Each task's private cache peaks on its own; together they need the sum."""
+        return sum(c.pool.peak_bytes + c.actions.bytes for c in self.caches.values())
+
+    def reset_peaks(self) -> None:
+        for cache in self.caches.values():
+            cache.pool.reset_peak()

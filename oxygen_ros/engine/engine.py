@@ -1,0 +1,215 @@
+"""EngineCore: what every serving mode shares — tasks, request intake, prefix building,
+emitting chunks and text. The modes (oxygen.py, baselines.py) differ only in how one
+control frame's work is laid out over the KV cache."""
+
+import itertools
+import queue
+from collections import Counter
+from typing import Callable, Optional
+
+from oxygen_ros.cache.kv_cache import KVCache
+from oxygen_ros.cache.page_table import PageTable
+from oxygen_ros.engine.action_task import ActionTask
+from oxygen_ros.engine.clock import MonotonicClock
+from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.engine.cost_model import StepCostModel
+from oxygen_ros.engine.dialogue_task import DialogueTask
+from oxygen_ros.engine.memory_task import MemoryTask
+from oxygen_ros.engine.observation import Observation
+from oxygen_ros.engine.outputs import ActionChunk, FrameReport, TextChunk
+from oxygen_ros.engine.request import LanguageRequest, Status
+from oxygen_ros.engine.scheduler import Scheduler
+from oxygen_ros.model.pi05 import Pi05Model
+from oxygen_ros.model.prefix import Prefix, build_prefix
+from oxygen_ros.model.prompt import pi05_prompt
+from oxygen_ros.model.sampling import sample
+from oxygen_ros.model.tokenizer import ByteTokenizer
+
+Callback = Optional[Callable[[object], None]]
+
+
+def tokenizer_for(model: Pi05Model):
+    if model.config.tokenizer == "bytes":
+        return ByteTokenizer()
+    raise ValueError(f"model tokenizer {model.config.tokenizer!r} needs a tokenizer file")
+
+
+class EngineCore:
+    mode = "core"
+
+    def __init__(self, model: Pi05Model, config: EngineConfig, *, clock=None, tokenizer=None,
+                 on_chunk: Callback = None, on_text: Callback = None, on_memory: Callback = None):
+        self.model, self.config = model, config
+        self.clock = clock or MonotonicClock()
+        self.tokenizer = tokenizer or tokenizer_for(model)
+        self.eos_id = getattr(self.tokenizer, "eos_id", None)
+        self.actions = ActionTask(model, config.seed)
+        self.dialogue = DialogueTask(self.tokenizer, config)
+        self.memory = MemoryTask(self.tokenizer, config)
+        self.costs = StepCostModel()
+        self.scheduler = Scheduler(config, self.costs)
+        self.on_chunk, self.on_text, self.on_memory = on_chunk, on_text, on_memory
+        self.counters = Counter()
+        self.frames = 0
+        self._ids = itertools.count(1)
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._events: list = []
+        self.max_prefix_tokens = (len(config.camera_names) * model.config.image_tokens_per_camera
+                                  + model.config.max_prompt_tokens)
+
+    def new_cache(self, action_batch: int = 1) -> KVCache:
+        cache = KVCache.for_model(self.model.config, self.config.num_pages, self.config.page_size,
+                                  action_batch, self.model.dtype, self.model.device)
+        needed = cache.pages_for(self.max_prefix_tokens) + 1
+        if needed > self.config.num_pages:
+            raise ValueError(f"num_pages={self.config.num_pages} cannot hold one observation "
+                             f"prefix ({self.max_prefix_tokens} tokens = {needed} pages of "
+                             f"{self.config.page_size}); raise num_pages")
+        return cache
+
+    # -- intake (thread-safe) --------------------------------------------------------------
+    def submit_dialogue(self, text: str, max_tokens: Optional[int] = None) -> int:
+        """Queue a dialogue request from any thread; its id comes back with every text chunk."""
+        request_id = next(self._ids)
+        self._inbox.put((request_id, text, max_tokens))
+        return request_id
+
+    def _drain_inbox(self) -> None:
+        while True:
+            try:
+                request_id, text, max_tokens = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            request = self.dialogue.request(request_id, text, self.clock.now(), max_tokens)
+            self.counters["truncated_requests"] += request.truncated
+            self.scheduler.submit(request)
+
+    # -- one control frame -------------------------------------------------------------------
+    def step(self, observation: Observation, frame_start: Optional[float] = None) -> FrameReport:
+        """Run one control frame on the newest observation. frame_start is when the frame was
+        due (the deadline counts from it); default now."""
+        start = self.clock.now() if frame_start is None else frame_start
+        frame_id = self.frames
+        self.frames += 1
+        self._events = []
+        self._drain_inbox()
+        memory = self.memory.observe(observation, frame_id, next(self._ids), self.clock.now())
+        if memory is not None:
+            self.scheduler.submit(memory)
+        prefix = self.build_prefix(observation)
+        before = Counter(self.counters)
+        reused_before = self.model.counters["prefix_tokens_reused"]
+        chunk, allowed = self.run_frame(frame_id, observation, prefix, start)
+        self.counters["frames"] += 1
+        return FrameReport(
+            frame_id, latency_s=self.clock.now() - start, chunk=chunk,
+            tokens=self.counters["tokens"] - before["tokens"], language_budget_tokens=allowed,
+            prefix_reused_tokens=self.model.counters["prefix_tokens_reused"] - reused_before,
+            preempted=self.counters["preemptions"] - before["preemptions"],
+            active_requests=len(self.scheduler.running), pages_in_use=self.pages_in_use(),
+            events=self._events)
+
+    def run_frame(self, frame_id: int, observation: Observation, prefix: Prefix,
+                  start: float) -> tuple[ActionChunk, int]:
+        """The mode's frame: emit the action chunk, do language work; (chunk, decode steps
+        the frame's budget allowed)."""
+        raise NotImplementedError
+
+    def build_prefix(self, observation: Observation) -> Prefix:
+        config = self.model.config
+        prompt = pi05_prompt(observation.instruction, observation.state, config.state_dim)
+        return build_prefix(config, self.config.camera_names, observation.images,
+                            self.tokenizer.encode(prompt))
+
+    # -- shared pieces -----------------------------------------------------------------------
+    def emit_chunk(self, frame_id: int, observation: Observation, actions,
+                   start: float) -> ActionChunk:
+        latency = self.clock.now() - start
+        deadline = self.config.action_deadline_s
+        chunk = ActionChunk(frame_id, observation.stamp, actions, latency,
+                            late=deadline is not None and latency > deadline)
+        self.counters["late_chunks"] += chunk.late
+        self._emit(chunk, self.on_chunk)
+        return chunk
+
+    def _emit(self, event, callback: Callback) -> None:
+        self._events.append(event)
+        if callback is not None:
+            callback(event)
+
+    def attach(self, request: LanguageRequest, base: PageTable, cache: KVCache) -> bool:
+        """Give a request its own table forked from `base` (the frame prefix it reads) and run
+        its tokens through the model. A new request samples its first token; a resumed one
+        recomputes its prompt and generated tokens. False (nothing held) if pages are short."""
+        resumed = request.status is Status.PREEMPTED
+        tokens = request.tokens_to_recompute() if resumed else request.prompt
+        table = cache.fork(base, request.kind)
+        if not cache.reserve(table, len(tokens)):
+            cache.free(table)
+            return False
+        started = self.clock.now()
+        logits = self.model.extend(table, tokens, cache)
+        self.costs.observe_extend(len(tokens), self.clock.now() - started)
+        request.table = table
+        self.scheduler.start(request)
+        if not resumed:
+            self.take_token(request, logits[None])
+        return True
+
+    def take_token(self, request: LanguageRequest, logits) -> bool:
+        """Sample the next token from logits [1, V], stream it; True when the request is done."""
+        token = int(sample(logits, self.config.temperature, self.config.top_p,
+                           request.generator)[0])
+        request.generated.append(token)
+        self.counters["tokens"] += 1
+        is_eos = self.config.stop_at_eos and token == self.eos_id
+        if not is_eos:
+            piece = request.stream.push(token)
+            if piece:
+                self._text(request, piece, final=False)
+        if is_eos or len(request.generated) >= request.max_tokens:
+            self._text(request, request.stream.flush(), final=True)
+            self.scheduler.finish(request, "eos" if is_eos else "length")
+            if request.table is not None:
+                self.release(request)
+            if request.kind == "memory":
+                self._emit(self.memory.finished(request), self.on_memory)
+            return True
+        return False
+
+    def release(self, request: LanguageRequest) -> None:
+        """Hand a request's pages back (its cache is the mode's; see cache_of)."""
+        self.cache_of(request).free(request.table)
+        request.table = None
+
+    def cache_of(self, request: LanguageRequest) -> KVCache:
+        raise NotImplementedError
+
+    def _text(self, request: LanguageRequest, text: str, final: bool) -> None:
+        self._emit(TextChunk(request.id, request.kind, request.seq, text, final), self.on_text)
+        request.seq += 1
+
+    def decode_to_completion(self, request: LanguageRequest, cache: KVCache) -> int:
+        """Decode one request alone until it finishes (the baselines' language path)."""
+        steps = 0
+        while request.status is Status.RUNNING:
+            if not cache.reserve(request.table, 1):
+                raise RuntimeError(f"{self.mode}: KV pool exhausted while decoding request "
+                                   f"{request.id}; raise num_pages")
+            logits = self.model.decode([request.table], [request.next_token], cache)
+            self.take_token(request, logits)
+            steps += 1
+        return steps
+
+    def pages_in_use(self) -> int:
+        raise NotImplementedError
+
+    def kv_peak_bytes(self) -> int:
+        raise NotImplementedError
+
+    def reset_peaks(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def pending_requests(self) -> int:
+        return len(self.scheduler.waiting) + len(self.scheduler.running) + self._inbox.qsize()

@@ -1,0 +1,56 @@
+"""MemoryTask: every memory_period_s of sensor time, a summary of the frames since the last
+one, decoded over the current observation and a memory prompt holding the previous summary."""
+
+from typing import Optional
+
+import torch
+
+from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.engine.observation import Observation
+from oxygen_ros.engine.outputs import MemorySummary
+from oxygen_ros.engine.request import LanguageRequest
+from oxygen_ros.model.tokenizer import StreamDecoder
+
+MEMORY_PRIORITY = 1
+MAX_PREVIOUS_CHARS = 200
+
+
+class MemoryTask:
+    def __init__(self, tokenizer, config: EngineConfig):
+        self.tokenizer = tokenizer
+        self.config = config
+        self.previous = ""
+        self.window_start: Optional[float] = None
+        self.first_frame = 0
+        self.in_flight: Optional[LanguageRequest] = None
+        self._window = (0.0, 0.0, 0)   # start, end, frames of the request in flight
+
+    def observe(self, observation: Observation, frame_id: int,
+                request_id: int, now: float) -> Optional[LanguageRequest]:
+        """A summary request when the period has elapsed (and none is in flight)."""
+        if self.config.memory_period_s <= 0:
+            return None
+        if self.window_start is None:
+            self.window_start, self.first_frame = observation.stamp, frame_id
+            return None
+        if self.in_flight or observation.stamp - self.window_start < self.config.memory_period_s:
+            return None
+        text = self.config.memory_template.format(previous=self.previous[-MAX_PREVIOUS_CHARS:],
+                                                  first=self.first_frame, last=frame_id)
+        self.in_flight = LanguageRequest(
+            id=request_id, kind="memory", priority=MEMORY_PRIORITY,
+            prompt=self.tokenizer.encode(text, bos=False),
+            max_tokens=self.config.memory_max_tokens, arrival=now,
+            stream=StreamDecoder(self.tokenizer),
+            generator=torch.Generator().manual_seed(self.config.seed * 7919 + request_id))
+        self._window = (self.window_start, observation.stamp, frame_id - self.first_frame + 1)
+        self.window_start, self.first_frame = observation.stamp, frame_id + 1
+        return self.in_flight
+
+    def finished(self, request: LanguageRequest) -> MemorySummary:
+        text = self.tokenizer.decode(
+            [t for t in request.generated if t != getattr(self.tokenizer, "eos_id", None)])
+        self.previous = text
+        self.in_flight = None
+        start, end, frames = self._window
+        return MemorySummary(start, end, text, frames)

@@ -1,0 +1,45 @@
+"""What the engine emits: action chunks, streamed text, memory summaries, frame reports."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ActionChunk:
+    frame_id: int
+    stamp: float                 # the observation's stamp
+    actions: np.ndarray          # [H, action_dim] float32
+    latency_s: float             # frame start -> chunk ready
+    late: bool                   # latency beyond the action deadline
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    request_id: int
+    kind: str                    # "dialogue" or "memory"
+    seq: int                     # 0, 1, 2, ... per request
+    text: str
+    final: bool
+
+
+@dataclass(frozen=True)
+class MemorySummary:
+    window_start: float
+    window_end: float
+    text: str
+    frames: int
+
+
+@dataclass
+class FrameReport:
+    frame_id: int
+    latency_s: float             # whole frame: prefill, actions and this frame's language work
+    chunk: ActionChunk
+    tokens: int                  # language tokens decoded in this frame
+    language_budget_tokens: int  # decode steps the deadline allowed (tokens_per_frame if none)
+    prefix_reused_tokens: int
+    preempted: int
+    active_requests: int
+    pages_in_use: int
+    events: list = field(default_factory=list)

@@ -1,0 +1,49 @@
+"""LanguageRequest: one dialogue or memory request's state, from arrival to its last token."""
+
+import enum
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+from oxygen_ros.cache.page_table import PageTable
+from oxygen_ros.model.prefix import Prefix
+from oxygen_ros.model.tokenizer import StreamDecoder
+
+
+class Status(enum.Enum):
+    WAITING = "waiting"        # arrived, not attached to a frame's prefix yet
+    RUNNING = "running"        # attached: has a page table and a next token to feed
+    PREEMPTED = "preempted"    # pages freed under pressure; resumes by recompute
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)
+class LanguageRequest:
+    id: int
+    kind: str                  # "dialogue" or "memory"
+    priority: int              # larger wins pages; the lowest is preempted first
+    prompt: list[int]          # tokens appended after the frame's observation prefix
+    max_tokens: int
+    arrival: float
+    stream: StreamDecoder
+    generator: torch.Generator
+    status: Status = Status.WAITING
+    frame_id: Optional[int] = None      # frame whose prefix this request reads
+    prefix: Optional[Prefix] = None     # that prefix, kept to recompute after preemption
+    table: Optional[PageTable] = None
+    generated: list[int] = field(default_factory=list)
+    seq: int = 0                        # text chunks emitted so far
+    preemptions: int = 0
+    truncated: bool = False             # the request text was cut to fit
+    finish_reason: str = ""
+
+    @property
+    def next_token(self) -> int:
+        """The last sampled token: its K/V are written by the next decode step."""
+        return self.generated[-1]
+
+    def tokens_to_recompute(self) -> list[int]:
+        """What to feed after the prefix when resuming: the prompt and every generated token
+        except the last (whose K/V the next decode step writes)."""
+        return self.prompt + self.generated[:-1]
