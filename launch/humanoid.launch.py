@@ -1,4 +1,7 @@
-"""Starts camera_ingest and inference with the parameters in config/humanoid.yaml."""
+"""Starts camera_ingest and inference with the parameters in config/humanoid.yaml.
+
+Arguments: config_file, preset, dry_run, use_sim_time, and topic remappings for the
+joint states and the command outputs."""
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
@@ -7,20 +10,33 @@ from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
+ARGUMENTS = {
+    "config_file": (PathJoinSubstitution([FindPackageShare("oxygen_ros"), "config",
+                                          "humanoid.yaml"]),
+                    "parameters YAML for camera_ingest and inference"),
+    "preset": ("small", "model preset: pi05, small or tiny"),
+    "dry_run": ("true", "compute and report, but publish no commands or trajectories"),
+    "use_sim_time": ("false", "use /clock (true when replaying bags with --clock)"),
+    "joint_states_topic": ("/joint_states", "robot joint states"),
+    "command_topic": ("/oxygen/joint_command", "per-step Float64MultiArray commands"),
+    "trajectory_topic": ("/oxygen/joint_trajectory", "JointTrajectory per chunk"),
+}
+
 
 def generate_launch_description() -> LaunchDescription:
-    config_file = LaunchConfiguration("config_file")
-    common = {"use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)}
+    config = LaunchConfiguration("config_file")
+    sim_time = {"use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)}
     return LaunchDescription([
-        DeclareLaunchArgument(
-            "config_file",
-            default_value=PathJoinSubstitution([FindPackageShare("oxygen_ros"), "config",
-                                                "humanoid.yaml"]),
-            description="parameters YAML for camera_ingest and inference"),
-        DeclareLaunchArgument("use_sim_time", default_value="false",
-                              description="use /clock (true when replaying bags)"),
+        *(DeclareLaunchArgument(name, default_value=default, description=description)
+          for name, (default, description) in ARGUMENTS.items()),
         Node(package="oxygen_ros", executable="camera_ingest", name="camera_ingest",
-             parameters=[config_file, common], output="screen"),
+             parameters=[config, sim_time], output="screen",
+             remappings=[("/joint_states", LaunchConfiguration("joint_states_topic"))]),
         Node(package="oxygen_ros", executable="inference", name="inference",
-             parameters=[config_file, common], output="screen"),
+             parameters=[config, sim_time, {
+                 "preset": LaunchConfiguration("preset"),
+                 "dry_run": ParameterValue(LaunchConfiguration("dry_run"), value_type=bool)}],
+             output="screen",
+             remappings=[("/oxygen/joint_command", LaunchConfiguration("command_topic")),
+                         ("/oxygen/joint_trajectory", LaunchConfiguration("trajectory_topic"))]),
     ])

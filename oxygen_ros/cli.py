@@ -5,6 +5,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 
 def _ros_environment() -> None:
@@ -12,47 +13,172 @@ def _ros_environment() -> None:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    """Synthetic cameras -> camera_ingest -> inference, in one process, with live stats."""
-    _ros_environment()
-    import rclpy
+def _ros_args(config: str, overrides: list[str]) -> list[str]:
+    args = ["oxygen-ros", "--ros-args", "--params-file", config]
+    for item in overrides:
+        args += ["-p", item]
+    return args
 
-    from oxygen_ros.ros.camera_ingest import CameraIngest
+
+def _node_overrides(args: argparse.Namespace) -> list[str]:
+    overrides = []
+    if args.preset:
+        overrides.append(f"inference:preset:={args.preset}")
+    if args.dry_run is not None:
+        overrides.append(f"inference:dry_run:={str(args.dry_run).lower()}")
+    return overrides + list(args.param or [])
+
+
+def _spin_nodes(nodes, duration: float, on_second=None) -> None:
+    """Spin nodes in one process (yielding multi-threaded executor) for `duration` s (0: until
+    Ctrl-C), calling on_second(elapsed) once a second."""
     from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
-    from oxygen_ros.ros.inference_node import InferenceNode
-    from oxygen_ros.ros.synthetic_camera import SyntheticCamera
 
-    rclpy.init(args=["--ros-args", "-p", f"rate_hz:={args.camera_hz}"])
-    camera, ingest, inference = SyntheticCamera(), CameraIngest(), InferenceNode()
     executor = YieldingMultiThreadedExecutor(num_threads=4)
-    for node in (camera, ingest, inference):
+    for node in nodes:
         executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     start = time.monotonic()
-    last_count, last_time = 0, start
     try:
-        while time.monotonic() - start < args.duration:
+        while not duration or time.monotonic() - start < duration:
             time.sleep(1.0)
-            now, count = time.monotonic(), inference.observations
-            elapsed = now - start
-            rate = (count - last_count) / (now - last_time)
-            last_count, last_time = count, now
-            print(f"[{elapsed:5.1f}s] camera frames {camera.frames:4d} | observations "
-                  f"{count:4d} ({rate:5.1f} Hz) | images {inference.last_shapes} | "
-                  f"ingest->inference {inference.last_latency_ms:6.1f} ms", flush=True)
+            if on_second and on_second(time.monotonic() - start) is False:
+                break
     except KeyboardInterrupt:
         pass
     finally:
         executor.shutdown(timeout_sec=2.0)
-        stats = ingest.sync.stats
-        print(f"summary: {camera.frames} camera ticks, {stats.published} observations "
-              f"published, {inference.observations} received; dropped {stats.dropped}, "
-              f"unpaired {stats.unpaired}, missing cameras {stats.missing}")
-        for node in (camera, ingest, inference):
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """camera_ingest and inference in one process (no launch_ros needed; lowest latency)."""
+    _ros_environment()
+    import rclpy
+
+    from oxygen_ros.ros.camera_ingest import CameraIngest
+    from oxygen_ros.ros.inference_node import InferenceNode
+
+    rclpy.init(args=_ros_args(args.config, _node_overrides(args)))
+    nodes = [CameraIngest(), InferenceNode()]
+    try:
+        _spin_nodes(nodes, args.duration)
+    finally:
+        for node in nodes:
             node.destroy_node()
         rclpy.try_shutdown()
-    return 0 if inference.observations > 0 else 1
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay a rosbag2 (MCAP or sqlite3) through rclpy on its recorded schedule."""
+    _ros_environment()
+    import rclpy
+    from rclpy.node import Node
+
+    from oxygen_ros.ros.bag import BagReplayer
+
+    remap = {}
+    for item in args.remap or []:
+        old, sep, new = item.partition(":=")
+        if not sep:
+            raise SystemExit(f"--remap takes OLD:=NEW, got {item!r}")
+        remap[old] = new
+    rclpy.init(args=["oxygen-ros-replay"])
+    node = Node("oxygen_replay")
+    stop = threading.Event()
+    try:
+        replayer = BagReplayer(node, args.bag, rate=args.rate, loop=args.loop,
+                               start_offset_s=args.start_offset, remap=remap,
+                               restamp=args.restamp, clock_hz=args.clock, topics=args.topics)
+        print(f"replaying {args.bag} ({replayer.duration_s:.1f} s) at {args.rate}x", flush=True)
+        if args.wait_for_subscribers:
+            missing = replayer.wait_for_subscribers(args.wait_for_subscribers)
+            if missing:
+                print(f"no subscriber yet on {missing}; replaying anyway", flush=True)
+        time.sleep(args.delay)  # let subscribers discover the publishers
+        stats = replayer.run(stop)
+        print(f"published {stats.published} messages: {stats.by_topic}", flush=True)
+    except KeyboardInterrupt:
+        stop.set()
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+def cmd_make_demo_bag(args: argparse.Namespace) -> int:
+    """Write a synthetic multi-camera bag: moving scene, joint states, dialogue requests."""
+    from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
+
+    width, _, height = args.size.partition("x")
+    spec = DemoBagSpec(duration_s=args.duration, camera_hz=args.camera_hz,
+                       encoding=args.encoding, width=int(width), height=int(height),
+                       grayscale=args.gray, storage=args.storage, seed=args.seed)
+    path = write_demo_bag(args.path, spec)
+    print(f"wrote {path}: {spec.duration_s:.0f} s, {spec.cameras} cameras {args.size} "
+          f"{spec.encoding} at {spec.camera_hz:g} Hz ({spec.storage})")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The main job: replay the demo bag through camera_ingest -> inference on the CPU
+    preset, print live stats and a summary."""
+    _ros_environment()
+    import subprocess
+
+    import rclpy
+
+    from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
+    from oxygen_ros.ros.camera_ingest import CameraIngest
+    from oxygen_ros.ros.inference_node import InferenceNode
+    from oxygen_ros.ros.monitor import OutputMonitor
+
+    bag = Path(args.bag)
+    if not bag.exists():
+        write_demo_bag(bag, DemoBagSpec(duration_s=args.duration))
+        print(f"wrote demo bag {bag}", flush=True)
+    # the demo shows every output: commands on, a memory summary every 4 s of sensor time
+    overrides = ["inference:dry_run:=false", "inference:memory_period_s:=4.0"] + _node_overrides(args)
+    rclpy.init(args=_ros_args(args.config, overrides))
+    ingest, inference, monitor = CameraIngest(), InferenceNode(), OutputMonitor()
+    replay = subprocess.Popen([sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag),
+                               "--restamp", "--wait-for-subscribers", "10", "--delay", "0.5"])
+    engine = inference.engine
+
+    def report(elapsed: float):
+        diag = monitor.diagnostics.get("oxygen_ros: inference", {})
+        print(f"[{elapsed:5.1f}s] actions {monitor.command_rate():5.1f} Hz | chunks "
+              f"{monitor.chunks:4d} | chunk latency p50 {diag.get('chunk_latency_ms_p50', '-'):>8} ms"
+              f" | tokens/s {diag.get('tokens_per_s', '-'):>7} | deadline misses "
+              f"{engine.counters['late_chunks']:3d} | KV pages {engine.cache.pool.used_pages:4d}/"
+              f"{engine.cache.pool.num_pages} | dialogue done {len(monitor.finished_dialogue)}"
+              f" | memory {len(monitor.summaries)}", flush=True)
+        for request_id, text in monitor.finished_dialogue[report.shown:]:
+            print(f"          dialogue {request_id}: {text[:70]!r}", flush=True)
+        report.shown = len(monitor.finished_dialogue)
+        return replay.poll() is None or elapsed < report.end_grace(elapsed)
+
+    report.shown = 0
+    ended = {}
+    report.end_grace = lambda elapsed: ended.setdefault("at", elapsed) + 3.0
+    try:
+        _spin_nodes([ingest, inference, monitor], 0, report)
+    finally:
+        if replay.poll() is None:
+            replay.terminate()
+        replay.wait(timeout=10)
+        counters = engine.counters
+        rate = len(monitor.command_times) / max(1e-9, (monitor.command_times[-1] - monitor.command_times[0])) if len(monitor.command_times) > 1 else 0.0
+        print(f"summary: {counters['frames']} frames, {monitor.chunks} action chunks, "
+              f"{len(monitor.command_times)} commands ({rate:.1f} Hz), {counters['tokens']} "
+              f"language tokens, {len(monitor.finished_dialogue)} dialogue answers, "
+              f"{len(monitor.summaries)} memory summaries, {counters['late_chunks']} deadline "
+              f"misses, KV peak {engine.cache.pool.peak_bytes / 1e6:.2f} MB", flush=True)
+        for node in (ingest, inference, monitor):
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0 if monitor.chunks > 0 and monitor.command_times else 1
 
 
 def cmd_bench_model(args: argparse.Namespace) -> int:
@@ -106,11 +232,61 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oxygen-ros", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    from oxygen_ros.resources import share_path
+    default_config = str(share_path("config", "humanoid.yaml"))
+
+    def node_options(command):
+        command.add_argument("--config", default=default_config,
+                             help="parameters YAML (default: the package's humanoid.yaml)")
+        command.add_argument("--preset", help="model preset for the inference node")
+        command.add_argument("--dry-run", dest="dry_run", action="store_true", default=None,
+                             help="publish no commands or trajectories")
+        command.add_argument("--no-dry-run", dest="dry_run", action="store_false")
+        command.add_argument("-p", "--param", action="append", metavar="NODE:NAME:=VALUE",
+                             help="override a parameter, e.g. inference:tokens_per_frame:=8")
+
     demo = sub.add_parser("demo", help=cmd_demo.__doc__)
-    demo.add_argument("--duration", type=float, default=10.0, help="seconds to run (default 10)")
-    demo.add_argument("--camera-hz", type=float, default=15.0,
-                      help="synthetic camera rate (default 15)")
+    node_options(demo)
+    demo.add_argument("--bag", default="build/demo_bag",
+                      help="bag to replay; written first if missing (default build/demo_bag)")
+    demo.add_argument("--duration", type=float, default=12.0,
+                      help="length of a newly written demo bag in seconds (default 12)")
     demo.set_defaults(func=cmd_demo)
+
+    run = sub.add_parser("run", help=cmd_run.__doc__)
+    node_options(run)
+    run.add_argument("--duration", type=float, default=0.0, help="seconds (default: until Ctrl-C)")
+    run.set_defaults(func=cmd_run)
+
+    replay = sub.add_parser("replay", help=cmd_replay.__doc__)
+    replay.add_argument("bag", help="rosbag2 directory or .mcap / .db3 file")
+    replay.add_argument("--rate", type=float, default=1.0, help="speed factor (default 1)")
+    replay.add_argument("--loop", action="store_true", help="start over at the end")
+    replay.add_argument("--start-offset", type=float, default=0.0,
+                        help="skip this many seconds of the bag")
+    replay.add_argument("--remap", action="append", metavar="OLD:=NEW", help="rename a topic")
+    replay.add_argument("--topics", nargs="+", help="replay only these topics")
+    replay.add_argument("--restamp", action="store_true",
+                        help="rewrite header stamps to the current time (wall-clock nodes)")
+    replay.add_argument("--clock", type=float, default=0.0, metavar="HZ",
+                        help="publish /clock from bag time at HZ (use_sim_time nodes)")
+    replay.add_argument("--wait-for-subscribers", type=float, default=0.0, metavar="S",
+                        help="wait up to S seconds until every topic has a subscriber")
+    replay.add_argument("--delay", type=float, default=0.5,
+                        help="then wait this many seconds before the first message")
+    replay.set_defaults(func=cmd_replay)
+
+    bag = sub.add_parser("make-demo-bag", help=cmd_make_demo_bag.__doc__)
+    bag.add_argument("path", help="new bag directory")
+    bag.add_argument("--duration", type=float, default=12.0)
+    bag.add_argument("--camera-hz", type=float, default=15.0)
+    bag.add_argument("--encoding", default="jpeg",
+                     choices=["rgb8", "bgr8", "mono8", "jpeg", "png"])
+    bag.add_argument("--size", default="320x240", help="WIDTHxHEIGHT (default 320x240)")
+    bag.add_argument("--gray", action="store_true", help="a gray scene")
+    bag.add_argument("--storage", default="mcap", choices=["mcap", "sqlite3"])
+    bag.add_argument("--seed", type=int, default=0)
+    bag.set_defaults(func=cmd_make_demo_bag)
 
     bench = sub.add_parser("bench", help=cmd_bench.__doc__)
     defaults = __import__("oxygen_ros.engine.benchmark", fromlist=["Workload"]).Workload()

@@ -4,7 +4,6 @@ import torch
 
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.request import LanguageRequest
-from oxygen_ros.model.tokenizer import StreamDecoder
 
 DIALOGUE_PRIORITY = 2
 
@@ -21,6 +20,6 @@ class DialogueTask:
         return LanguageRequest(
             id=request_id, kind="dialogue", priority=DIALOGUE_PRIORITY, prompt=prompt[:limit],
             max_tokens=max_tokens or self.config.dialogue_max_tokens, arrival=now,
-            stream=StreamDecoder(self.tokenizer),
+            stream=self.tokenizer.stream(),
             generator=torch.Generator().manual_seed(self.config.seed * 7919 + request_id),
             truncated=len(prompt) > limit)

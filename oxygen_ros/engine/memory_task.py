@@ -9,7 +9,6 @@ from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.outputs import MemorySummary
 from oxygen_ros.engine.request import LanguageRequest
-from oxygen_ros.model.tokenizer import StreamDecoder
 
 MEMORY_PRIORITY = 1
 MAX_PREVIOUS_CHARS = 200
@@ -41,7 +40,7 @@ class MemoryTask:
             id=request_id, kind="memory", priority=MEMORY_PRIORITY,
             prompt=self.tokenizer.encode(text, bos=False),
             max_tokens=self.config.memory_max_tokens, arrival=now,
-            stream=StreamDecoder(self.tokenizer),
+            stream=self.tokenizer.stream(),
             generator=torch.Generator().manual_seed(self.config.seed * 7919 + request_id))
         self._window = (self.window_start, observation.stamp, frame_id - self.first_frame + 1)
         self.window_start, self.first_frame = observation.stamp, frame_id + 1

@@ -6,18 +6,49 @@ tokens in batched decode steps. Language is throttled or preempted; actions neve
 
 import math
 
+import numpy as np
+
 from oxygen_ros.cache.page_table import PageTable
 from oxygen_ros.engine.engine import EngineCore
 from oxygen_ros.engine.request import LanguageRequest, Status
-from oxygen_ros.model.prefix import Prefix
+from oxygen_ros.model.prefix import Prefix, build_prefix
 
 
 class OxygenEngine(EngineCore):
     mode = "oxygen"
 
-    def __init__(self, model, config, **kwargs):
+    def __init__(self, model, config, calibrate: bool = True, **kwargs):
         super().__init__(model, config, **kwargs)
         self.cache = self.new_cache()
+        if calibrate:
+            self.calibrate()
+
+    def calibrate(self, prompt_tokens: int = 8, steps: int = 3) -> None:
+        """Measure a prefill, a request prompt and decode steps (batch 1 and 4) on a blank
+        observation, so the first frames budget language from measurements, not guesses."""
+        size = self.model.config.vision.image_size
+        images = {name: np.zeros((size, size, 3), np.uint8) for name in self.config.camera_names}
+        prefix = build_prefix(self.model.config, self.config.camera_names, images,
+                              self.tokenizer.encode("calibration"))
+        started = self.clock.now()
+        table = self.model.prefill(prefix, self.cache, owner="calibration", reuse=False)
+        self.costs.observe_prefill(prefix.num_tokens, self.clock.now() - started)
+        forks = [self.cache.fork(table, "calibration") for _ in range(4)]
+        self.cache.free(table)
+        tokens = [self.eos_id or 0] * prompt_tokens
+        for fork in forks:
+            self.cache.reserve(fork, prompt_tokens + 2 * steps)
+            started = self.clock.now()
+            self.model.extend(fork, tokens, self.cache)
+            self.costs.observe_extend(prompt_tokens, self.clock.now() - started)
+        for batch in (forks[:1], forks):
+            for _ in range(steps):
+                started = self.clock.now()
+                self.model.decode(batch, [tokens[0]] * len(batch), self.cache)
+                self.costs.observe_decode(len(batch), self.clock.now() - started)
+        for fork in forks:
+            self.cache.free(fork)
+        self.cache.pool.reset_peak()
 
     def cache_of(self, request: LanguageRequest):
         return self.cache
@@ -30,6 +61,17 @@ class OxygenEngine(EngineCore):
         _, allowed = self.language(table, prefix, frame_id, start)
         self.cache.free(table)
         return chunk, allowed
+
+    def idle_step(self, frame_start: float | None = None) -> int:
+        """A frame without an observation (the watchdog stopped actions): running requests
+        keep decoding on their own prefixes; new ones wait for the next observation.
+        Returns the tokens decoded."""
+        start = self.clock.now() if frame_start is None else frame_start
+        self._events = []
+        self._drain_inbox()
+        before = self.counters["tokens"]
+        self.language(None, None, -1, start)
+        return self.counters["tokens"] - before
 
     def prefill_for_actions(self, prefix: Prefix) -> PageTable:
         """The frame's prefix pages, preempting language until they fit: actions never fail
@@ -52,9 +94,10 @@ class OxygenEngine(EngineCore):
         self.scheduler.preempt(request)
         self.counters["preemptions"] += 1
 
-    def language(self, frame_table: PageTable, prefix: Prefix, frame_id: int,
+    def language(self, frame_table: PageTable | None, prefix: Prefix | None, frame_id: int,
                  start: float) -> tuple[int, int]:
-        """This frame's language work within its budget; (decode steps run, steps allowed)."""
+        """This frame's language work within its budget; (decode steps run, steps allowed).
+        Without a frame table (idle frames) only preempted requests can be attached."""
         period = self.config.control_period_s
         budget_end = (start + period - self.config.language_margin_s) if period else math.inf
 
@@ -64,6 +107,8 @@ class OxygenEngine(EngineCore):
         # 1. attach waiting requests: new ones to this frame's prefix (a fork: no copy),
         #    preempted ones to their own frame's prefix (recomputed or found in the index)
         while (request := self.scheduler.next_waiting()) is not None:
+            if frame_table is None and request.status is not Status.PREEMPTED:
+                break
             if request.status is Status.PREEMPTED:  # may have to recompute its frame's prefix
                 cost = (self.costs.prefill(request.prefix.num_tokens)
                         + self.costs.extend(len(request.tokens_to_recompute())))

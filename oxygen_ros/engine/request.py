@@ -8,7 +8,6 @@ import torch
 
 from oxygen_ros.cache.page_table import PageTable
 from oxygen_ros.model.prefix import Prefix
-from oxygen_ros.model.tokenizer import StreamDecoder
 
 
 class Status(enum.Enum):
@@ -26,7 +25,7 @@ class LanguageRequest:
     prompt: list[int]          # tokens appended after the frame's observation prefix
     max_tokens: int
     arrival: float
-    stream: StreamDecoder
+    stream: object             # the tokenizer's stream(): push(id) -> text, flush()
     generator: torch.Generator
     status: Status = Status.WAITING
     frame_id: Optional[int] = None      # frame whose prefix this request reads

@@ -1,5 +1,9 @@
-"""Tokenizers: byte-level for the presets (PaliGemma SentencePiece comes with checkpoints)."""
+"""Tokenizers: byte-level for the presets (PaliGemma SentencePiece comes with checkpoints).
 
+Every tokenizer has stream(): an object turning token ids into text pieces as they are
+decoded (push(id) -> str, flush() -> str), never splitting a character."""
+
+import codecs
 from typing import Sequence
 
 
@@ -15,9 +19,27 @@ class ByteTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
+    def stream(self) -> "ByteStream":
+        return ByteStream()
+
+
+class ByteStream:
+    """Incremental UTF-8: a partial character waits for its next bytes, an invalid byte
+    becomes U+FFFD at once (so random bytes still stream)."""
+
+    def __init__(self):
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token_id: int) -> str:
+        return self._decoder.decode(bytes([token_id])) if token_id < 256 else ""
+
+    def flush(self) -> str:
+        return self._decoder.decode(b"", final=True)
+
 
 class StreamDecoder:
-    """Turns token ids into text pieces as they arrive, never splitting a UTF-8 character."""
+    """Streaming for tokenizers that decode whole sequences: decode all ids so far and emit
+    what is new, holding back a trailing U+FFFD that may be a character still incomplete."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer

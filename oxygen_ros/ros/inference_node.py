@@ -1,35 +1,355 @@
-"""inference node: consumes Observation messages (the engine is attached in a later step)."""
+"""inference node: owns the OxyGen engine; observations and dialogue in, actions, text,
+memory summaries and diagnostics out.
+
+Threads: the engine runs control frames on its own thread; the control timer (own
+callback group) publishes per-step commands from the newest chunk, which the engine
+thread hands over by swapping one immutable reference (ActionStream) — the timer never
+waits for inference.
+"""
 
 import sys
+import threading
+import time
+from collections import Counter, deque
+from typing import Optional
 
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
+from std_msgs.msg import Float64MultiArray, String
+from trajectory_msgs.msg import JointTrajectory
 
-from oxygen_ros.msg import Observation
-from oxygen_ros.ros import qos
-from oxygen_ros.ros.image_conversion import image_to_rgb
+from oxygen_ros.engine.action_stream import ActionStream
+from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.engine.oxygen import OxygenEngine
+from oxygen_ros.model.loading import load_model
+from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
+from oxygen_ros.ros import conversions, diagnostics, qos
+from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.run_node import run_node
+
+MAX_REQUEST_CHARS = 4096   # longer dialogue text is cut before tokenization (and counted)
+BAD_INPUTS = {"future_stamp", "stale_stamp", "malformed_observation", "unknown_camera",
+              "bad_image", "no_usable_camera", "missing_camera", "joint_names_mismatch",
+              "non_finite_state", "empty_request", "truncated_request", "non_finite_chunk",
+              "non_finite_command"}
+
+PARAMETERS = {
+    # name: (default, description)
+    "observation_topic": ("/oxygen/observation", "oxygen_ros/Observation input"),
+    "dialogue_request_topic": ("/oxygen/dialogue/request", "std_msgs/String requests"),
+    "instruction_topic": ("/oxygen/instruction", "std_msgs/String task (transient local)"),
+    "command_topic": ("/oxygen/joint_command", "per-step std_msgs/Float64MultiArray"),
+    "action_chunk_topic": ("/oxygen/action_chunk", "oxygen_ros/ActionChunk per chunk"),
+    "trajectory_topic": ("/oxygen/joint_trajectory", "trajectory_msgs/JointTrajectory per chunk"),
+    "dialogue_topic": ("/oxygen/dialogue", "oxygen_ros/DialogueChunk stream"),
+    "memory_topic": ("/oxygen/memory", "oxygen_ros/MemorySummary"),
+    "default_instruction": ("", "instruction used until one arrives"),
+    "camera_names": (["base", "left_wrist", "right_wrist"], "model camera slots, in order"),
+    "joint_names": ([f"joint_{i}" for i in range(14)],
+                    "robot joints = the first action dimensions, and the state order"),
+    "joint_lower_limits": ([-1.0] * 14, "per-joint clamp, same order as joint_names"),
+    "joint_upper_limits": ([1.0] * 14, "per-joint clamp, same order as joint_names"),
+    "preset": ("small", "model preset when no checkpoint is given: pi05, small, tiny"),
+    "device": ("cpu", "cpu or cuda"),
+    "dtype": ("float32", "float32 or bfloat16"),
+    "seed": (0, "weights seed (presets) and noise seed"),
+    "prefix_attention": ("", "bidirectional or causal_prompt; empty: the model's own"),
+    "num_pages": (512, "KV pages in the unified pool (all tasks)"),
+    "page_size": (16, "tokens per KV page"),
+    "frame_period_s": (0.1, "engine control frame period: one chunk per frame at most"),
+    "action_deadline_s": (0.1, "a chunk later than this after its frame start is a miss"),
+    "language_margin_s": (0.005, "kept free at the end of each frame"),
+    "tokens_per_frame": (4, "k: decode steps per frame for all language requests"),
+    "max_tokens_per_frame": (8, "cap when language catches up after throttling"),
+    "dialogue_max_tokens": (48, "max new tokens per dialogue answer"),
+    "memory_max_tokens": (48, "max new tokens per memory summary"),
+    "memory_period_s": (10.0, "episodic memory period (0 turns it off)"),
+    "temperature": (0.0, "0 is greedy"),
+    "top_p": (1.0, "nucleus sampling mass"),
+    "control_rate_hz": (50.0, "per-step command rate (50-70 Hz typical)"),
+    "action_dt_s": (0.0, "seconds between chunk steps; 0: 1 / control_rate_hz"),
+    "blend_s": (0.1, "cross-fade from the old to the new chunk"),
+    "dry_run": (True, "compute and report, but publish no commands or trajectories"),
+    "watchdog_ticks": (10, "control ticks without a fresh observation before stopping"),
+    "watchdog_action": ("stop", "stop: publish nothing; hold: repeat the last command"),
+    "diagnostics_period_s": (1.0, "diagnostics publishing period"),
+}
+RANGES = {
+    "control_rate_hz": FloatingPointRange(from_value=1.0, to_value=1000.0),
+    "watchdog_ticks": IntegerRange(from_value=1, to_value=10_000),
+    "num_pages": IntegerRange(from_value=1, to_value=10_000_000),
+}
 
 
 class InferenceNode(Node):
     def __init__(self, **kwargs):
         super().__init__("inference", **kwargs)
-        self.declare_parameter("observation_topic", "/oxygen/observation")
-        self.observations = 0
-        self.last_latency_ms = float("nan")
-        self.last_shapes = []
-        self.create_subscription(Observation, self.get_parameter("observation_topic").value,
-                                 self.on_observation, qos.RELIABLE)
+        for name, (default, description) in PARAMETERS.items():
+            descriptor = ParameterDescriptor(description=description)
+            if isinstance(RANGES.get(name), FloatingPointRange):
+                descriptor.floating_point_range = [RANGES[name]]
+            elif isinstance(RANGES.get(name), IntegerRange):
+                descriptor.integer_range = [RANGES[name]]
+            self.declare_parameter(name, default, descriptor)
+        p = self._param
+        if p("watchdog_action") not in ("stop", "hold"):
+            raise ValueError("watchdog_action must be 'stop' or 'hold'")
+        self.joint_names = list(p("joint_names"))
+        self.lower = np.array(p("joint_lower_limits"), dtype=np.float64)
+        self.upper = np.array(p("joint_upper_limits"), dtype=np.float64)
+        if not (len(self.lower) == len(self.upper) == len(self.joint_names)):
+            raise ValueError("joint_lower_limits, joint_upper_limits and joint_names must have "
+                             "the same length")
+        self.camera_names = list(p("camera_names"))
+        self.period = 1.0 / p("control_rate_hz")
+        self.action_dt = p("action_dt_s") or self.period
+        self.dry_run = p("dry_run")
+        self.instruction = p("default_instruction")
 
-    def on_observation(self, msg: Observation) -> None:
-        images = [image_to_rgb(image) for image in msg.images]
-        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-        self.last_latency_ms = (self.get_clock().now().nanoseconds * 1e-9 - stamp) * 1e3
-        self.last_shapes = [image.shape for image in images]
-        self.observations += 1
+        self.model = load_model(preset=p("preset"), device=p("device"), dtype=p("dtype"),
+                                seed=p("seed"), prefix_attention=p("prefix_attention") or None)
+        self.engine = OxygenEngine(
+            self.model.model, self._engine_config(), tokenizer=self.model.tokenizer,
+            on_chunk=self._on_chunk, on_text=self._on_text, on_memory=self._on_memory)
+        if len(self.joint_names) > self.model.model.config.action_dim:
+            raise ValueError(f"{len(self.joint_names)} joints but the model acts on "
+                             f"{self.model.model.config.action_dim} dimensions")
+        self.stream = ActionStream(p("blend_s"))
+        self.counters: Counter = Counter()
+        self._latest: Optional[tuple] = None          # (Observation, receipt monotonic time)
+        self._stale = True
+        self._last_command: Optional[np.ndarray] = None
+        self._chunk_latencies: deque = deque(maxlen=50)
+        self._command_times: deque = deque(maxlen=500)
+        self._rates = (time.monotonic(), 0)
+        self._reported_problems = 0
+
+        control, inputs, reports = (MutuallyExclusiveCallbackGroup() for _ in range(3))
+        self.command_pub = self.create_publisher(Float64MultiArray, p("command_topic"), qos.COMMAND)
+        self.chunk_pub = self.create_publisher(ActionChunk, p("action_chunk_topic"), qos.RELIABLE)
+        self.trajectory_pub = self.create_publisher(JointTrajectory, p("trajectory_topic"),
+                                                    qos.RELIABLE)
+        self.dialogue_pub = self.create_publisher(DialogueChunk, p("dialogue_topic"),
+                                                  qos.RELIABLE_DEEP)
+        self.memory_pub = self.create_publisher(MemorySummary, p("memory_topic"), qos.RELIABLE)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.RELIABLE)
+        self.create_subscription(Observation, p("observation_topic"), self.on_observation,
+                                 qos.RELIABLE, callback_group=inputs)
+        self.create_subscription(String, p("dialogue_request_topic"), self.on_dialogue_request,
+                                 qos.RELIABLE_DEEP, callback_group=inputs)
+        self.create_subscription(String, p("instruction_topic"), self.on_instruction,
+                                 qos.LATCHED, callback_group=inputs)
+        self.create_timer(self.period, self.control_tick, callback_group=control)
+        self.create_timer(p("diagnostics_period_s"), self.publish_diagnostics,
+                          callback_group=reports)
+
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._engine_loop, name="oxygen-engine",
+                                        daemon=True)
+        self._thread.start()
+        self.get_logger().info(
+            f"model {self.model.description}; {p('num_pages')} KV pages; commands at "
+            f"{1 / self.period:.0f} Hz{' (dry run: not published)' if self.dry_run else ''}")
+
+    def _param(self, name):
+        return self.get_parameter(name).value
+
+    def _engine_config(self) -> EngineConfig:
+        p = self._param
+        return EngineConfig(
+            camera_names=tuple(p("camera_names")), page_size=p("page_size"),
+            num_pages=p("num_pages"), tokens_per_frame=p("tokens_per_frame"),
+            max_tokens_per_frame=p("max_tokens_per_frame"),
+            dialogue_max_tokens=p("dialogue_max_tokens"),
+            memory_max_tokens=p("memory_max_tokens"), memory_period_s=p("memory_period_s"),
+            control_period_s=p("frame_period_s"), action_deadline_s=p("action_deadline_s"),
+            language_margin_s=p("language_margin_s"), temperature=p("temperature"),
+            top_p=p("top_p"), seed=p("seed"))
+
+    # -- inputs -------------------------------------------------------------------------
+    def _bad_input(self, kind: str, detail: str) -> None:
+        self.counters[kind] += 1
+        self.get_logger().warn(f"{kind}: {detail}", throttle_duration_sec=5.0)
+
+    def on_observation(self, msg) -> None:
+        stamp = conversions.to_seconds(msg.header.stamp)
+        now = self.get_clock().now().nanoseconds * 1e-9
+        age_limit = max(1.0, self._param("watchdog_ticks") * self.period)
+        if stamp > now + age_limit:
+            return self._bad_input("future_stamp", f"observation stamped {stamp - now:.2f} s ahead")
+        if stamp < now - age_limit:
+            return self._bad_input("stale_stamp", f"observation {now - stamp:.2f} s old")
+        decoded = conversions.observation_from_msg(msg, self.camera_names, self.joint_names,
+                                                   self.instruction)
+        for problem in decoded.problems:
+            self._bad_input(problem, f"in observation at {stamp:.3f}")
+        if decoded.observation is None:
+            return
+        self._latest = (decoded.observation, time.monotonic())
+        self.counters["observations"] += 1
+        self._wake.set()
+
+    def on_dialogue_request(self, msg: String) -> None:
+        text = msg.data
+        if not text.strip():
+            return self._bad_input("empty_request", "dialogue request without text ignored")
+        if len(text) > MAX_REQUEST_CHARS:
+            self._bad_input("truncated_request", f"{len(text)} characters cut to "
+                                                 f"{MAX_REQUEST_CHARS}")
+            text = text[:MAX_REQUEST_CHARS]
+        request_id = self.engine.submit_dialogue(text)
+        self.get_logger().info(f"dialogue request {request_id}: {text[:60]!r}")
+
+    def on_instruction(self, msg: String) -> None:
+        self.instruction = msg.data
+        self.get_logger().info(f"instruction: {msg.data[:120]!r}")
+
+    # -- the engine thread ----------------------------------------------------------------
+    def _fresh(self) -> bool:
+        latest = self._latest
+        return (latest is not None and
+                time.monotonic() - latest[1] <= self._param("watchdog_ticks") * self.period)
+
+    def _engine_loop(self) -> None:
+        frame_period = self._param("frame_period_s")
+        next_frame = time.perf_counter()
+        while not self._stop.is_set() and self.context.ok():
+            fresh = self._fresh()
+            if not fresh and not self.engine.scheduler.running:
+                self._wake.wait(timeout=0.02)
+                self._wake.clear()
+                next_frame = time.perf_counter()
+                continue
+            delay = next_frame - time.perf_counter()
+            if delay > 0 and self._stop.wait(delay):
+                break
+            # a frame is due at next_frame; when the engine runs behind, lateness counts
+            # against the deadline but never more than one period of it
+            start = max(next_frame, time.perf_counter() - frame_period)
+            try:
+                if fresh:
+                    self.engine.step(self._latest[0], frame_start=start)
+                else:  # no actions without fresh observations, but answers keep coming
+                    self.engine.idle_step(frame_start=start)
+            except Exception as error:  # a bad frame must not end the node
+                if not self.context.ok():
+                    break  # shutting down: publishers are gone
+                self.counters["engine_errors"] += 1
+                self.get_logger().error(f"engine frame failed: {error!r}",
+                                        throttle_duration_sec=5.0)
+            next_frame = max(next_frame + frame_period, time.perf_counter())
+
+    def _on_chunk(self, chunk) -> None:
+        self._chunk_latencies.append(chunk.latency_s)
+        actions = chunk.actions[:, :len(self.joint_names)]
+        if not np.isfinite(actions).all():
+            return self._bad_input("non_finite_chunk", f"frame {chunk.frame_id} dropped")
+        now = self.get_clock().now().nanoseconds * 1e-9
+        self.stream.push(actions, chunk.stamp, self.action_dt, now)
+        self.chunk_pub.publish(conversions.action_chunk_msg(
+            chunk.frame_id, chunk.stamp, chunk.actions, self.action_dt, self.joint_names))
+        if not self.dry_run:
+            clamped = np.clip(actions, self.lower, self.upper)
+            first = max(0, int((now - chunk.stamp) / self.action_dt))
+            self.trajectory_pub.publish(conversions.trajectory_msg(
+                chunk.stamp, clamped, self.action_dt, self.joint_names, first))
+
+    def _on_text(self, chunk) -> None:
+        if chunk.kind == "dialogue":  # memory text is published whole, as a MemorySummary
+            self.dialogue_pub.publish(conversions.dialogue_msg(
+                chunk, self.get_clock().now().nanoseconds * 1e-9))
+
+    def _on_memory(self, summary) -> None:
+        self.memory_pub.publish(conversions.memory_msg(
+            summary, self.get_clock().now().nanoseconds * 1e-9))
+        self.get_logger().info(f"memory summary of {summary.frames} frames")
+
+    # -- the control timer -----------------------------------------------------------------
+    def control_tick(self) -> None:
+        if not self._fresh():
+            if not self._stale:
+                self._stale = True
+                self.counters["watchdog_trips"] += 1
+                self.stream.clear()
+                self.get_logger().error("no fresh observation: watchdog stops new actions")
+            if self._param("watchdog_action") == "hold" and self._last_command is not None:
+                self._publish_command(self._last_command)
+            return
+        if self._stale:
+            self._stale = False
+            self.get_logger().info("observations are back: actions resume")
+        result = self.stream.action_at(self.get_clock().now().nanoseconds * 1e-9)
+        if result is None:
+            return
+        command, exhausted = result
+        self.counters["plan_exhausted"] += exhausted
+        if not np.isfinite(command).all():
+            return self._bad_input("non_finite_command", "command skipped")
+        clamped = np.clip(command, self.lower, self.upper)
+        self.counters["clamped_values"] += int((clamped != command).sum())
+        self._last_command = clamped
+        self._publish_command(clamped)
+
+    def _publish_command(self, command: np.ndarray) -> None:
+        self._command_times.append(time.monotonic())
+        if not self.dry_run:
+            self.command_pub.publish(Float64MultiArray(data=command.tolist()))
+
+    # -- diagnostics ----------------------------------------------------------------------
+    def publish_diagnostics(self) -> None:
+        now = time.monotonic()
+        since, tokens_before = self._rates
+        tokens = self.engine.counters["tokens"]
+        self._rates = (now, tokens)
+        recent = [t for t in self._command_times if t > now - 1.0]
+        pool = self.engine.cache.pool
+        latencies = sorted(self._chunk_latencies)
+        values = {
+            "action_rate_hz": float(len(recent)),
+            "chunk_latency_ms_p50": latencies[len(latencies) // 2] * 1e3 if latencies else 0.0,
+            "chunk_latency_ms_max": latencies[-1] * 1e3 if latencies else 0.0,
+            "deadline_misses": self.engine.counters["late_chunks"],
+            "tokens_per_s": (tokens - tokens_before) / max(now - since, 1e-6),
+            "kv_pages_in_use": pool.used_pages,
+            "kv_pages_total": pool.num_pages,
+            "kv_bytes_in_use": pool.bytes_in_use,
+            "pending_requests": self.engine.pending_requests,
+            "running_requests": len(self.engine.scheduler.running),
+            "frames": self.engine.counters["frames"],
+            "preemptions": self.engine.counters["preemptions"],
+            "throttled_frames": self.engine.counters["throttled_frames"],
+            "dry_run": self.dry_run,
+            "watchdog": "stale" if self._stale else "ok",
+        } | dict(self.counters)
+        problems = (self.engine.counters["late_chunks"] + self.counters["engine_errors"]
+                    + sum(n for k, n in self.counters.items() if k in BAD_INPUTS))
+        new_problems, self._reported_problems = problems - self._reported_problems, problems
+        if self._stale or not self._thread.is_alive():
+            level = diagnostics.ERROR
+            message = ("engine thread stopped" if not self._thread.is_alive()
+                       else "no fresh observations: actions stopped")
+        elif new_problems:
+            level, message = diagnostics.WARN, f"{new_problems} deadline misses or bad inputs"
+        else:
+            level, message = diagnostics.OK, "ok"
+        self.diagnostics_pub.publish(diagnostics.array(
+            self.get_clock().now().to_msg(),
+            diagnostics.status("oxygen_ros: inference", self.get_name(), level, message, values)))
+
+    def destroy_node(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=5.0)
+        super().destroy_node()
 
 
 def main(args=None) -> int:
-    return run_node(InferenceNode, args)
+    return run_node(InferenceNode, args,
+                    make_executor=lambda: YieldingMultiThreadedExecutor(num_threads=3))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,11 @@ RELIABLE = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
                       reliability=ReliabilityPolicy.RELIABLE,
                       durability=DurabilityPolicy.VOLATILE)
 
+# Streams where every message matters (dialogue text, requests): reliable and deep.
+RELIABLE_DEEP = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000,
+                           reliability=ReliabilityPolicy.RELIABLE,
+                           durability=DurabilityPolicy.VOLATILE)
+
 # Per-step actions: reliable but depth 1 — a controller only wants the newest command.
 COMMAND = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
                      reliability=ReliabilityPolicy.RELIABLE,

@@ -6,11 +6,12 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 
 
-def run_node(node_class, args=None) -> int:
+def run_node(node_class, args=None, make_executor=None) -> int:
+    """make_executor() builds the executor after rclpy.init (default: single-threaded)."""
     rclpy.init(args=args if args is not None else sys.argv)
     node = node_class()
     try:
-        rclpy.spin(node)
+        rclpy.spin(node, executor=make_executor() if make_executor else None)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:

@@ -48,8 +48,9 @@ def control_loop(engine, clock, frames, period, arrivals=None, drain=40):
     """Start frame i at its tick (or as soon as the previous frame ends, if it overran)."""
     reports = []
     observations = list(frames) + [frames[-1]] * drain
+    first_tick = clock.now()   # after the engine's start-up calibration
     for index, observation in enumerate(observations):
-        tick = index * period
+        tick = first_tick + index * period
         clock.set(tick)
         for text in (arrivals or {}).get(index, []):
             engine.submit_dialogue(text)
@@ -152,3 +153,17 @@ def test_after_random_arrivals_every_page_is_back_in_the_pool(tiny_model, engine
     while engine.pending_requests:
         engine.step(frames[-1])
     engine.cache.pool.check_whole()
+
+
+def test_idle_frames_keep_running_requests_decoding_and_hold_new_ones(tiny_model):
+    engine = OxygenEngine(tiny_model, config(memory_period_s=0, dialogue_max_tokens=9))
+    events = Events(engine)
+    engine.submit_dialogue("first")
+    engine.step(stream(1)[0])                 # attaches and decodes a few tokens
+    engine.submit_dialogue("second")          # arrives while no observation comes in
+    while engine.scheduler.running:
+        assert engine.idle_step() > 0
+    assert [len(t) > 0 for t in events.text_by_request().values()] == [True]
+    assert len(engine.scheduler.waiting) == 1 and not events.chunks[1:]
+    engine.step(stream(2)[1])                 # the next observation takes the new request
+    assert len(engine.scheduler.running) == 1

@@ -102,10 +102,13 @@ def test_byte_tokenizer_round_trips_and_streams_whole_characters():
     tok = ByteTokenizer()
     ids = tok.encode("grüß 🤖")
     assert ids[0] == tok.bos_id and tok.decode(ids) == "grüß 🤖"
-    stream = StreamDecoder(tok)
-    pieces = [stream.push(i) for i in ids[1:]] + [stream.flush()]
-    assert "".join(pieces) == "grüß 🤖" and "\ufffd" not in "".join(pieces)
-    assert pieces[-5:-1] == ["", "", "", "🤖"]  # the 4-byte emoji arrives whole
+    for stream in (tok.stream(), StreamDecoder(tok)):
+        pieces = [stream.push(i) for i in ids[1:]] + [stream.flush()]
+        assert "".join(pieces) == "grüß 🤖" and "\ufffd" not in "".join(pieces)
+        assert pieces[-5:-1] == ["", "", "", "🤖"]  # the 4-byte emoji arrives whole
+    stream = tok.stream()   # invalid bytes stream out at once instead of blocking the text
+    assert [stream.push(b) for b in (0xFF, ord("a"), 0xC3)] == ["\ufffd", "a", ""]
+    assert stream.flush() == "\ufffd"
 
 
 def test_sampling_greedy_temperature_and_top_p():

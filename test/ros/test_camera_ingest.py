@@ -50,10 +50,13 @@ def test_ingest_publishes_synchronized_resized_observations_at_camera_rate(
     node.destroy_node()
 
 
-def test_demo_command_runs_nodes_that_exchange_observations(processes):
-    demo = processes.python("-m", "oxygen_ros.cli", "demo", "--duration", "3")
-    output, _ = demo.communicate(timeout=60)
-    assert demo.returncode == 0, output
+def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, tmp_path):
+    demo = processes.python("-m", "oxygen_ros.cli", "demo", "--bag", str(tmp_path / "bag"),
+                            "--duration", "4")
+    output, _ = demo.communicate(timeout=240)
+    assert demo.returncode == 0, output[-3000:]
     summary = next(line for line in output.splitlines() if line.startswith("summary:"))
-    received = int(summary.split(" received")[0].rsplit(" ", 1)[1])
-    assert received >= 20, summary
+    chunks = int(summary.split(" action chunks")[0].rsplit(" ", 1)[1])
+    commands = int(summary.split(" commands")[0].rsplit(" ", 1)[1])
+    assert chunks >= 3 and commands >= 100, summary
+    assert "actions  " in output and " Hz" in output  # the live stats lines

@@ -1,0 +1,80 @@
+"""ActionStream: per-step commands at any control rate from the latest action chunk.
+
+A chunk's step i is meant for time stamp + i * dt, where stamp is the time of the
+observation it was computed from; the steps that elapsed while the model ran are skipped
+by construction. Between steps the command is interpolated linearly, so the control rate
+need not match the chunk's dt. When a new chunk arrives the stream cross-fades from the
+old plan to the new one over `blend_s` seconds (weight rising linearly from 0 to 1), which
+removes the jump at the switch. Real-Time Chunking (Black et al., 2025: freeze the first
+actions of the new chunk and inpaint the rest during denoising) is the state of the art;
+the cross-fade needs no change to the sampler and bounds the switch to a smooth ramp.
+
+Thread safety: push() builds a new immutable Plan and swaps one reference; action_at()
+reads that reference once. No lock is shared between the inference thread and the
+control timer.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Plan:
+    actions: np.ndarray          # [H, D], read-only
+    stamp: float                 # time of step 0
+    dt: float
+    previous: Optional["Plan"]   # the plan being faded out
+    switch_time: float           # when this plan took over
+    blend_s: float
+
+    def raw(self, now: float) -> tuple[np.ndarray, bool]:
+        """(command at `now` without blending, True if past the last step)."""
+        position = (now - self.stamp) / self.dt
+        last = len(self.actions) - 1
+        if position >= last:
+            return self.actions[last], position > last
+        if position <= 0:
+            return self.actions[0], False
+        low = int(position)
+        frac = position - low
+        return (1 - frac) * self.actions[low] + frac * self.actions[low + 1], False
+
+
+class ActionStream:
+    def __init__(self, blend_s: float = 0.1):
+        self.blend_s = blend_s
+        self._plan: Optional[Plan] = None
+
+    @property
+    def plan(self) -> Optional[Plan]:
+        return self._plan
+
+    def push(self, actions: np.ndarray, stamp: float, dt: float, now: float) -> None:
+        """Switch to a new chunk computed from an observation taken at `stamp`."""
+        actions = np.array(actions, dtype=np.float64)
+        actions.setflags(write=False)
+        previous = self._plan
+        if previous is not None:
+            previous = Plan(previous.actions, previous.stamp, previous.dt, None,
+                            previous.switch_time, 0.0)  # keep one level of history
+        self._plan = Plan(actions, stamp, dt, previous, now, self.blend_s)
+
+    def action_at(self, now: float) -> Optional[tuple[np.ndarray, bool]]:
+        """(command for time `now`, exhausted) or None before the first chunk.
+        exhausted: the newest plan has no step left for `now` (the last step is held)."""
+        plan = self._plan
+        if plan is None:
+            return None
+        command, exhausted = plan.raw(now)
+        if plan.previous is not None and plan.blend_s > 0:
+            weight = (now - plan.switch_time) / plan.blend_s
+            if weight < 1.0:
+                old, _ = plan.previous.raw(now)
+                weight = max(weight, 0.0)
+                command = (1 - weight) * old + weight * command
+        return command, exhausted
+
+    def clear(self) -> None:
+        self._plan = None

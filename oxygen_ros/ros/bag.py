@@ -1,0 +1,281 @@
+"""Rosbag2 without rosbag2: write the synthetic demo bag and replay any bag through rclpy.
+
+Bags are read and written with the `rosbags` library (MCAP and sqlite3 storage). Replay
+publishes each record's raw CDR bytes through an rclpy publisher of the recorded type, on
+the recorded schedule (scaled by `rate`). Recorded stamps are kept by default (use
+--clock with use_sim_time nodes, as with `ros2 bag play --clock`), or rewritten to the
+current time (`restamp`) for nodes on the wall clock.
+"""
+
+import importlib
+import math
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import cv2
+import numpy as np
+from rosbags.highlevel import AnyReader
+from rosbags.interfaces import (
+    Qos,
+    QosDurability,
+    QosHistory,
+    QosLiveliness,
+    QosReliability,
+    QosTime,
+)
+from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.typesys import Stores, get_typestore
+
+from oxygen_ros.ros.synthetic_scene import SyntheticScene
+
+TYPESTORE = get_typestore(Stores.ROS2_KILTED)
+NS = 1_000_000_000
+RAW_ENCODINGS = ("rgb8", "bgr8", "mono8")
+COMPRESSED_ENCODINGS = ("jpeg", "png")
+CAMERA_TOPICS = ("/cameras/base/image_raw", "/cameras/left_wrist/image_raw",
+                 "/cameras/right_wrist/image_raw")
+DEMO_DIALOGUE = ((2.0, "what do you see on the table?"), (5.0, "where is the red cup?"),
+                 (8.0, "are you done yet?"))
+
+
+def _qos(reliable: bool, transient_local: bool = False, depth: int = 10) -> Qos:
+    never = QosTime(0, 0)
+    return Qos(QosHistory.KEEP_LAST, depth,
+               QosReliability.RELIABLE if reliable else QosReliability.BEST_EFFORT,
+               QosDurability.TRANSIENT_LOCAL if transient_local else QosDurability.VOLATILE,
+               never, never, QosLiveliness.AUTOMATIC, never, False)
+
+
+@dataclass
+class DemoBagSpec:
+    duration_s: float = 10.0
+    camera_hz: float = 15.0
+    joint_hz: float = 50.0
+    encoding: str = "jpeg"               # rgb8, bgr8, mono8, jpeg or png
+    width: int = 320
+    height: int = 240
+    grayscale: bool = False              # a gray scene: every encoding carries the same pixels
+    cameras: int = 3
+    joints: int = 14
+    instruction: str = "pick up the red cup and put it in the bin"
+    dialogue: Sequence[tuple[float, str]] = DEMO_DIALOGUE
+    storage: str = "mcap"                # mcap or sqlite3
+    start_time_s: float = 1_700_000_000.0
+    seed: int = 0
+    topics: Sequence[str] = field(default=CAMERA_TOPICS)
+
+
+def _image(pixels: np.ndarray, encoding: str, stamp_ns: int, frame_id: str):
+    Header = TYPESTORE.types["std_msgs/msg/Header"]
+    Time = TYPESTORE.types["builtin_interfaces/msg/Time"]
+    header = Header(stamp=Time(sec=stamp_ns // NS, nanosec=stamp_ns % NS), frame_id=frame_id)
+    if encoding in COMPRESSED_ENCODINGS:
+        ok, data = cv2.imencode(".jpg" if encoding == "jpeg" else ".png",
+                                cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
+        assert ok
+        return TYPESTORE.types["sensor_msgs/msg/CompressedImage"](
+            header=header, format=encoding, data=data.ravel())
+    if encoding == "bgr8":
+        pixels = pixels[..., ::-1]
+    elif encoding == "mono8":
+        pixels = cv2.cvtColor(pixels, cv2.COLOR_RGB2GRAY)
+    channels = 1 if pixels.ndim == 2 else 3
+    return TYPESTORE.types["sensor_msgs/msg/Image"](
+        header=header, height=pixels.shape[0], width=pixels.shape[1], encoding=encoding,
+        is_bigendian=0, step=pixels.shape[1] * channels,
+        data=np.ascontiguousarray(pixels).ravel())
+
+
+def write_demo_bag(path: str | Path, spec: DemoBagSpec = DemoBagSpec()) -> Path:
+    """A synthetic multi-camera bag: a moving scene at camera_hz, joint states at joint_hz,
+    the task instruction (transient local) and a few dialogue requests."""
+    if spec.encoding not in RAW_ENCODINGS + COMPRESSED_ENCODINGS:
+        raise ValueError(f"encoding must be one of {RAW_ENCODINGS + COMPRESSED_ENCODINGS}")
+    path = Path(path)
+    if path.exists():
+        raise FileExistsError(f"{path} exists; choose a new path")
+    scene = SyntheticScene(spec.cameras, spec.height, spec.width, spec.joints, spec.seed)
+    compressed = spec.encoding in COMPRESSED_ENCODINGS
+    image_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
+    String = TYPESTORE.types["std_msgs/msg/String"]
+    JointState = TYPESTORE.types["sensor_msgs/msg/JointState"]
+    start = int(spec.start_time_s * NS)
+    storage = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[spec.storage]
+    records = []   # (time_ns, connection key, message, msgtype)
+    for i in range(int(spec.duration_s * spec.camera_hz)):
+        t = i / spec.camera_hz
+        stamp = start + int(round(t * NS))
+        for camera in range(spec.cameras):
+            pixels = scene.frame(camera, t)
+            if spec.grayscale:
+                pixels = np.repeat(cv2.cvtColor(pixels, cv2.COLOR_RGB2GRAY)[..., None], 3, axis=2)
+            records.append((stamp, f"camera{camera}",
+                            _image(pixels, spec.encoding, stamp, f"camera_{camera}"), image_type))
+    Header = TYPESTORE.types["std_msgs/msg/Header"]
+    Time = TYPESTORE.types["builtin_interfaces/msg/Time"]
+    for i in range(int(spec.duration_s * spec.joint_hz)):
+        t = i / spec.joint_hz
+        stamp = start + int(round(t * NS))
+        records.append((stamp, "joints", JointState(
+            header=Header(stamp=Time(sec=stamp // NS, nanosec=stamp % NS), frame_id=""),
+            name=scene.joint_names, position=scene.joint_positions(t),
+            velocity=np.zeros(0), effort=np.zeros(0)), "sensor_msgs/msg/JointState"))
+    records.append((start, "instruction", String(data=spec.instruction), "std_msgs/msg/String"))
+    for t, text in (d for d in spec.dialogue if d[0] < spec.duration_s):
+        records.append((start + int(t * NS), "dialogue", String(data=text), "std_msgs/msg/String"))
+    records.sort(key=lambda r: r[0])
+
+    topics = {f"camera{c}": spec.topics[c] + ("/compressed" if compressed else "")
+              for c in range(spec.cameras)}
+    topics |= {"joints": "/joint_states", "instruction": "/oxygen/instruction",
+               "dialogue": "/oxygen/dialogue/request"}
+    offered = {"instruction": _qos(True, transient_local=True, depth=1),
+               "dialogue": _qos(True, depth=100)}
+    with Writer(path, version=9, storage_plugin=storage) as writer:
+        connections = {}
+        for time_ns, key, message, msgtype in records:
+            if key not in connections:
+                connections[key] = writer.add_connection(
+                    topics[key], msgtype, typestore=TYPESTORE,
+                    offered_qos_profiles=[offered.get(key, _qos(False, depth=5))])
+            writer.write(connections[key], time_ns, TYPESTORE.serialize_cdr(message, msgtype))
+    return path
+
+
+def message_class(msgtype: str):
+    """'sensor_msgs/msg/Image' -> the rclpy message class (the package must be installed)."""
+    package, kind, name = msgtype.split("/")
+    return getattr(importlib.import_module(f"{package}.{kind}"), name)
+
+
+def _header_first(msgtype: str, typestore) -> bool:
+    """True if the type's first field is a std_msgs/Header (its stamp can be rewritten)."""
+    fields = typestore.fielddefs.get(msgtype, ([], []))[1]
+    return bool(fields) and fields[0][1][1] == "std_msgs/msg/Header"
+
+
+@dataclass
+class ReplayStats:
+    published: int = 0
+    loops: int = 0
+    by_topic: dict = field(default_factory=dict)
+
+
+class BagReplayer:
+    """Publishes a bag's records through `node` on the recorded schedule."""
+
+    def __init__(self, node, path: str | Path, rate: float = 1.0, loop: bool = False,
+                 start_offset_s: float = 0.0, remap: Optional[dict] = None,
+                 restamp: bool = False, clock_hz: float = 0.0,
+                 topics: Optional[Sequence[str]] = None):
+        from rclpy.qos import (
+            DurabilityPolicy,
+            HistoryPolicy,
+            QoSProfile,
+            ReliabilityPolicy,
+        )
+        from rosgraph_msgs.msg import Clock
+
+        if rate <= 0:
+            raise ValueError("rate must be positive")
+        self.node, self.path, self.rate, self.loop = node, Path(path), rate, loop
+        self.start_offset_ns = int(start_offset_s * NS)
+        self.remap = dict(remap or {})
+        self.restamp = restamp
+        self.stats = ReplayStats()
+        self._reader = AnyReader([self.path], default_typestore=TYPESTORE)
+        self._reader.open()
+        self._connections = [c for c in self._reader.connections
+                             if topics is None or c.topic in topics]
+        if not self._connections:
+            raise ValueError(f"{self.path}: no matching topics "
+                             f"(bag has {sorted({c.topic for c in self._reader.connections})})")
+        self._publishers, self._restamp_topics = {}, set()
+        for connection in self._connections:
+            offered = connection.ext.offered_qos_profiles[:1] if connection.ext else []
+            profile = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
+                                 reliability=ReliabilityPolicy.RELIABLE)
+            if offered:
+                profile.depth = max(1, offered[0].depth)
+                if offered[0].reliability == QosReliability.BEST_EFFORT:
+                    profile.reliability = ReliabilityPolicy.BEST_EFFORT
+                if offered[0].durability == QosDurability.TRANSIENT_LOCAL:
+                    profile.durability = DurabilityPolicy.TRANSIENT_LOCAL
+            topic = self.remap.get(connection.topic, connection.topic)
+            key = (topic, connection.msgtype)
+            if key not in self._publishers:
+                self._publishers[key] = node.create_publisher(message_class(connection.msgtype),
+                                                              topic, profile)
+            if _header_first(connection.msgtype, self._reader.typestore):
+                self._restamp_topics.add(connection.id)
+        self._clock_pub = node.create_publisher(Clock, "/clock", 10) if clock_hz > 0 else None
+        self._clock_period = 1.0 / clock_hz if clock_hz > 0 else math.inf
+        self._clock_class = Clock
+
+    def wait_for_subscribers(self, timeout_s: float) -> list[str]:
+        """Wait until every replayed topic has a subscriber (or the timeout); the topics
+        still without one."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            missing = sorted(topic for (topic, _), pub in self._publishers.items()
+                             if pub.get_subscription_count() == 0)
+            if not missing or time.monotonic() >= deadline:
+                return missing
+            time.sleep(0.05)
+
+    @property
+    def duration_s(self) -> float:
+        return (self._reader.end_time - self._reader.start_time) / NS
+
+    def run(self, stop: Optional[threading.Event] = None) -> ReplayStats:
+        """Publish until the bag ends (or forever with loop) or `stop` is set."""
+        stop = stop or threading.Event()
+        bag_start = self._reader.start_time + self.start_offset_ns
+        while not stop.is_set():
+            wall_start = time.monotonic()
+            next_clock = 0.0
+            for connection, timestamp, raw in self._reader.messages(
+                    connections=self._connections, start=bag_start):
+                due = wall_start + (timestamp - bag_start) / NS / self.rate
+                while (delay := due - time.monotonic()) > 0:
+                    if self._clock_pub is not None and time.monotonic() >= next_clock:
+                        self._publish_clock(bag_start + int((time.monotonic() - wall_start)
+                                                            * self.rate * NS))
+                        next_clock = time.monotonic() + self._clock_period
+                    if stop.wait(min(delay, self._clock_period)):
+                        return self.stats
+                if self._clock_pub is not None:
+                    self._publish_clock(timestamp)
+                data = bytes(raw)
+                if self.restamp and connection.id in self._restamp_topics:
+                    data = restamp_cdr(data, time.time_ns())
+                topic = self.remap.get(connection.topic, connection.topic)
+                self._publishers[(topic, connection.msgtype)].publish(data)
+                self.stats.published += 1
+                self.stats.by_topic[topic] = self.stats.by_topic.get(topic, 0) + 1
+            self.stats.loops += 1
+            if not self.loop:
+                break
+        return self.stats
+
+    def _publish_clock(self, time_ns: int) -> None:
+        msg = self._clock_class()
+        msg.clock.sec, msg.clock.nanosec = divmod(time_ns, NS)
+        self._clock_pub.publish(msg)
+
+    def close(self) -> None:
+        self._reader.close()
+
+
+def restamp_cdr(data: bytes, time_ns: int) -> bytes:
+    """Rewrite the header stamp of a CDR message whose first field is std_msgs/Header.
+
+    The stamp's sec (int32) and nanosec (uint32) sit right after the 4-byte encapsulation
+    header, in the byte order that header names."""
+    little = data[1] == 1
+    sec, nanosec = divmod(time_ns, NS)
+    return data[:4] + struct.pack("<iI" if little else ">iI", sec, nanosec) + data[12:]

@@ -1,0 +1,107 @@
+"""Messages <-> engine objects: Observation in; chunks, trajectories, text, summaries out."""
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+from builtin_interfaces.msg import Duration, Time
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from oxygen_ros.engine.observation import Observation
+from oxygen_ros.msg import ActionChunk as ActionChunkMsg
+from oxygen_ros.msg import DialogueChunk, MemorySummary
+from oxygen_ros.ros.image_conversion import ImageConversionError, image_to_rgb
+
+NS = 1_000_000_000
+
+
+def to_seconds(stamp) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def to_time(seconds: float) -> Time:
+    sec = math.floor(seconds)
+    return Time(sec=int(sec), nanosec=min(int(round((seconds - sec) * NS)), NS - 1))
+
+
+@dataclass
+class Decoded:
+    observation: Observation | None
+    problems: list[str] = field(default_factory=list)   # one word per kind of bad input
+
+
+def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence[str],
+                         fallback_instruction: str) -> Decoded:
+    """Decode an Observation message. Unusable cameras are dropped (the model masks them);
+    the state follows `joint_names` (missing joints read 0, non-finite values read 0)."""
+    problems = []
+    if len(msg.images) != len(msg.camera_names):
+        return Decoded(None, ["malformed_observation"])
+    images = {}
+    for name, image in zip(msg.camera_names, msg.images):
+        if name not in camera_names:
+            problems.append("unknown_camera")
+            continue
+        try:
+            images[name] = image_to_rgb(image)
+        except ImageConversionError:
+            problems.append("bad_image")
+    if not images:
+        return Decoded(None, problems + ["no_usable_camera"])
+    if len(images) < len(camera_names):
+        problems.append("missing_camera")
+
+    positions = dict(zip(msg.state.name, msg.state.position))
+    if joint_names:
+        if set(joint_names) - set(positions):
+            problems.append("joint_names_mismatch")
+        state = np.array([positions.get(name, 0.0) for name in joint_names], dtype=np.float64)
+    else:
+        state = np.array(msg.state.position, dtype=np.float64)
+    if not np.isfinite(state).all():
+        problems.append("non_finite_state")
+        state = np.nan_to_num(state, nan=0.0, posinf=0.0, neginf=0.0)
+    instruction = msg.instruction or fallback_instruction
+    return Decoded(Observation(images, state, instruction, to_seconds(msg.header.stamp),
+                               tuple(joint_names)), problems)
+
+
+def action_chunk_msg(frame_id: int, stamp: float, actions: np.ndarray, dt: float,
+                     joint_names: Sequence[str]) -> ActionChunkMsg:
+    msg = ActionChunkMsg(frame_id=frame_id, horizon=actions.shape[0],
+                         action_dim=actions.shape[1], dt=float(dt),
+                         joint_names=list(joint_names),
+                         actions=np.ascontiguousarray(actions, dtype=np.float32).ravel().tolist())
+    msg.header.stamp = to_time(stamp)
+    return msg
+
+
+def trajectory_msg(stamp: float, actions: np.ndarray, dt: float, joint_names: Sequence[str],
+                   first_step: int = 0) -> JointTrajectory:
+    """The chunk's remaining steps as a joint trajectory starting at the observation time
+    (joint_trajectory_controller drops points whose time has passed)."""
+    msg = JointTrajectory(joint_names=list(joint_names))
+    msg.header.stamp = to_time(stamp)
+    for step in range(first_step, actions.shape[0]):
+        seconds = step * dt
+        whole = math.floor(seconds)
+        msg.points.append(JointTrajectoryPoint(
+            positions=actions[step].astype(float).tolist(),
+            time_from_start=Duration(sec=int(whole), nanosec=int(round((seconds - whole) * 1e9)))))
+    return msg
+
+
+def dialogue_msg(chunk, stamp: float) -> DialogueChunk:
+    msg = DialogueChunk(request_id=chunk.request_id, seq=chunk.seq, text=chunk.text,
+                        final=chunk.final)
+    msg.header.stamp = to_time(stamp)
+    return msg
+
+
+def memory_msg(summary, stamp: float) -> MemorySummary:
+    msg = MemorySummary(text=summary.text)
+    msg.header.stamp = to_time(stamp)
+    msg.window_start = to_time(summary.window_start)
+    msg.window_end = to_time(summary.window_end)
+    return msg

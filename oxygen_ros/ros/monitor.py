@@ -1,0 +1,52 @@
+"""OutputMonitor node: subscribes to everything the inference node publishes and keeps
+rates and counts (the demo prints them; it is also a handy probe on a robot)."""
+
+import time
+from collections import deque
+
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
+from std_msgs.msg import Float64MultiArray
+
+from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary
+from oxygen_ros.ros import qos
+
+
+class OutputMonitor(Node):
+    def __init__(self, **kwargs):
+        super().__init__("oxygen_monitor", **kwargs)
+        self.command_times: deque = deque(maxlen=2000)
+        self.chunks = 0
+        self.dialogue: dict[int, list[str]] = {}
+        self.finished_dialogue: list[tuple[int, str]] = []
+        self.summaries: list[str] = []
+        self.diagnostics: dict[str, dict[str, str]] = {}
+        self.create_subscription(Float64MultiArray, "/oxygen/joint_command",
+                                 lambda _: self.command_times.append(time.monotonic()), qos.COMMAND)
+        self.create_subscription(ActionChunk, "/oxygen/action_chunk", self._on_chunk, qos.RELIABLE)
+        self.create_subscription(DialogueChunk, "/oxygen/dialogue", self._on_dialogue,
+                                 qos.RELIABLE_DEEP)
+        self.create_subscription(MemorySummary, "/oxygen/memory",
+                                 lambda m: self.summaries.append(m.text), qos.RELIABLE)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics,
+                                 qos.RELIABLE)
+
+    def _on_chunk(self, _msg) -> None:
+        self.chunks += 1
+
+    def _on_dialogue(self, msg: DialogueChunk) -> None:
+        self.dialogue.setdefault(msg.request_id, []).append(msg.text)
+        if msg.final:
+            self.finished_dialogue.append((msg.request_id, "".join(self.dialogue[msg.request_id])))
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            self.diagnostics[status.name] = {v.key: v.value for v in status.values} | {
+                "_message": status.message, "_level": str(status.level[0])}
+
+    def command_rate(self, window_s: float = 2.0) -> float:
+        now = time.monotonic()
+        recent = [t for t in self.command_times if t > now - window_s]
+        if len(recent) < 2:
+            return 0.0
+        return (len(recent) - 1) / (recent[-1] - recent[0])
