@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,13 +17,20 @@ _BASE_DOMAIN = int(os.environ["ROS_DOMAIN_ID"])
 _domains = itertools.cycle(range(_BASE_DOMAIN, _BASE_DOMAIN + 30))
 
 
-@pytest.fixture
-def ros_domain() -> int:
-    """A DDS domain no other test of this run uses at the same time."""
+def _next_domain() -> int:
     return next(_domains) % 200
 
 
+@pytest.fixture
+def ros_domain() -> int:
+    """A DDS domain no other test of this run uses at the same time."""
+    return _next_domain()
+
+
 class Processes:
+    """Child processes on one DDS domain; their output is collected as they run (a full
+    pipe would block a chatty child) and they are stopped with a hard timeout."""
+
     def __init__(self, domain: int):
         self.domain = domain
         self.children = []
@@ -35,6 +43,10 @@ class Processes:
         child = subprocess.Popen([str(a) for a in argv], cwd=REPO, env=child_env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  start_new_session=True)
+        child.lines = []
+        child.drain = threading.Thread(target=lambda: child.lines.extend(child.stdout),
+                                       daemon=True)
+        child.drain.start()
         self.children.append(child)
         return child
 
@@ -52,6 +64,12 @@ class Processes:
             except subprocess.TimeoutExpired:
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
+            child.drain.join(timeout=2.0)
+
+
+def output(child) -> str:
+    """Everything a child started by Processes has printed so far."""
+    return "".join(child.lines)
 
 
 @pytest.fixture
@@ -61,16 +79,36 @@ def processes(ros_domain):
     procs.stop_all()
 
 
-@pytest.fixture
-def rclpy_context(ros_domain):
-    """An initialised rclpy Context on the test's domain; shut down afterwards."""
+def _context(domain):
     import rclpy
     from rclpy.context import Context
 
     context = Context()
-    rclpy.init(context=context, domain_id=ros_domain)
+    rclpy.init(context=context, domain_id=domain)
+    return context
+
+
+@pytest.fixture
+def rclpy_context(ros_domain):
+    """An initialised rclpy Context on the test's domain; shut down afterwards."""
+    import rclpy
+
+    context = _context(ros_domain)
     yield context
     rclpy.shutdown(context=context)
+
+
+@pytest.fixture(scope="module")
+def module_graph_domain():
+    """A domain, child processes and an rclpy context shared by one test module."""
+    import rclpy
+
+    domain = _next_domain()
+    procs = Processes(domain)
+    context = _context(domain)
+    yield procs, context
+    rclpy.shutdown(context=context)
+    procs.stop_all()
 
 
 @pytest.fixture

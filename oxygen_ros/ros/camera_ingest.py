@@ -60,6 +60,7 @@ class CameraIngest(Node):
         self.counters = {"conversion_errors": 0, "stale": 0, "future": 0}
         self.instruction = ""
         self._reported_problems = 0
+        self.problems = diagnostics.BurstLogger(self.get_logger())
 
         self.publisher = self.create_publisher(Observation, self._param("observation_topic"),
                                                qos.RELIABLE)
@@ -89,7 +90,7 @@ class CameraIngest(Node):
             rgb = compressed_to_rgb(msg) if compressed else image_to_rgb(msg)
         except ImageConversionError as error:
             self.counters["conversion_errors"] += 1
-            self.get_logger().error(f"camera {camera}: {error}", throttle_duration_sec=5.0)
+            self.problems.warn(error.kind, f"camera {camera}: {error}")
             return
         self.sync.add_frame(camera, stamp, resize_rgb(rgb, self.image_size))
         self._publish_ready()
@@ -108,13 +109,11 @@ class CameraIngest(Node):
         now = self.get_clock().now().nanoseconds
         if stamp < now - self.max_age_ns:
             self.counters["stale"] += 1
-            self.get_logger().warn("dropping stale sensor messages (older than max_age_s)",
-                                   throttle_duration_sec=5.0)
+            self.problems.warn("stale", "dropping sensor messages older than max_age_s")
             return False
         if stamp > now + self.max_age_ns:
             self.counters["future"] += 1
-            self.get_logger().warn("dropping sensor messages stamped in the future",
-                                   throttle_duration_sec=5.0)
+            self.problems.warn("future", "dropping sensor messages stamped in the future")
             return False
         return True
 

@@ -1,5 +1,6 @@
 """Builds diagnostic_msgs/DiagnosticStatus entries from plain counters (no diagnostic_updater)."""
 
+import time
 from typing import Mapping
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -22,3 +23,19 @@ def array(stamp, *statuses: DiagnosticStatus) -> DiagnosticArray:
 
 def _format(value: object) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+class BurstLogger:
+    """Logs each kind of problem once per burst: after a message, that kind stays quiet
+    for quiet_s seconds (the counters in /diagnostics keep the full count)."""
+
+    def __init__(self, logger, quiet_s: float = 5.0):
+        self.logger, self.quiet_s = logger, quiet_s
+        self._last: dict[str, float] = {}
+
+    def warn(self, kind: str, text: str) -> None:
+        now = time.monotonic()
+        if now - self._last.get(kind, -self.quiet_s) >= self.quiet_s:
+            self._last[kind] = now
+            self.logger.warning(f"{kind}: {text} (counted in /diagnostics; quiet for "
+                             f"{self.quiet_s:.0f} s)")

@@ -21,7 +21,12 @@ ENCODINGS = {
 
 
 class ImageConversionError(ValueError):
-    """An image message that cannot be turned into an RGB array (the message says why)."""
+    """An image message that cannot be turned into an RGB array (the message says why;
+    `kind` names the class of problem for counting and logging)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
 
 
 def image_to_rgb(msg) -> np.ndarray:
@@ -30,18 +35,20 @@ def image_to_rgb(msg) -> np.ndarray:
         return np.ascontiguousarray(_BRIDGE.imgmsg_to_cv2(msg, desired_encoding="rgb8"))
     if msg.encoding not in ENCODINGS:
         raise ImageConversionError(
+            "unsupported_encoding",
             f"unsupported encoding {msg.encoding!r} (supported: {', '.join(ENCODINGS)})")
     channels, dtype, code = ENCODINGS[msg.encoding]
     itemsize = np.dtype(dtype).itemsize
     row_bytes = msg.width * channels * itemsize
     if msg.height == 0 or msg.width == 0:
-        raise ImageConversionError(f"empty image {msg.width}x{msg.height}")
+        raise ImageConversionError("empty_image", f"empty image {msg.width}x{msg.height}")
     if msg.step < row_bytes:
         raise ImageConversionError(
+            "wrong_size",
             f"step {msg.step} < width {msg.width} x {channels} channels x {itemsize} bytes")
     if len(msg.data) < msg.step * msg.height:
         raise ImageConversionError(
-            f"{len(msg.data)} data bytes < step {msg.step} x height {msg.height}")
+            "wrong_size", f"{len(msg.data)} data bytes < step {msg.step} x height {msg.height}")
     raw = np.frombuffer(msg.data, dtype=np.uint8, count=msg.step * msg.height)
     rows = raw.reshape(msg.height, msg.step)[:, :row_bytes]
     order = ">" if msg.is_bigendian else "<"
@@ -58,10 +65,11 @@ def compressed_to_rgb(msg) -> np.ndarray:
     """Decode a JPEG/PNG sensor_msgs/CompressedImage into an (H, W, 3) uint8 RGB array."""
     buffer = np.frombuffer(msg.data, dtype=np.uint8)
     if buffer.size == 0:
-        raise ImageConversionError("empty compressed image")
+        raise ImageConversionError("empty_image", "empty compressed image")
     bgr = cv2.imdecode(buffer, cv2.IMREAD_COLOR)
     if bgr is None:
-        raise ImageConversionError(f"cannot decode compressed image (format {msg.format!r})")
+        raise ImageConversionError("undecodable",
+                                   f"cannot decode compressed image (format {msg.format!r})")
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 

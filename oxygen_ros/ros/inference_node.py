@@ -126,6 +126,7 @@ class InferenceNode(Node):
         self._command_times: deque = deque(maxlen=500)
         self._rates = (time.monotonic(), 0)
         self._reported_problems = 0
+        self.problems = diagnostics.BurstLogger(self.get_logger())
 
         control, inputs, reports = (MutuallyExclusiveCallbackGroup() for _ in range(3))
         self.command_pub = self.create_publisher(Float64MultiArray, p("command_topic"), qos.COMMAND)
@@ -172,8 +173,9 @@ class InferenceNode(Node):
 
     # -- inputs -------------------------------------------------------------------------
     def _bad_input(self, kind: str, detail: str) -> None:
+        """Count every bad input; log each kind once per burst."""
         self.counters[kind] += 1
-        self.get_logger().warn(f"{kind}: {detail}", throttle_duration_sec=5.0)
+        self.problems.warn(kind, detail)
 
     def on_observation(self, msg) -> None:
         stamp = conversions.to_seconds(msg.header.stamp)

@@ -1,5 +1,7 @@
 """Every custom message survives a trip to another process and back over DDS, field for field."""
 
+import time
+
 import numpy as np
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
 from rclpy.executors import SingleThreadedExecutor
@@ -50,7 +52,10 @@ CASES = {"observation": (Observation, observation), "action_chunk": (ActionChunk
 
 def test_each_message_round_trips_between_processes(processes, rclpy_context, spin_until):
     echo = processes.python("test/ros/nodes/echo.py")
-    assert echo.stdout.readline().strip() == "echo ready"
+    deadline = time.monotonic() + 30
+    while "echo ready" not in "".join(echo.lines) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "echo ready" in "".join(echo.lines), "".join(echo.lines)
 
     node = Node("roundtrip_test", context=rclpy_context)
     executor = SingleThreadedExecutor(context=rclpy_context)

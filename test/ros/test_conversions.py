@@ -1,0 +1,61 @@
+"""Observation messages become engine observations (with every problem named); chunks
+become ActionChunk and JointTrajectory messages with the right times."""
+
+import numpy as np
+from oxygen_ros.msg import Observation
+from sensor_msgs.msg import Image
+
+from oxygen_ros.ros import conversions
+from oxygen_ros.ros.image_conversion import rgb_to_image
+
+CAMERAS, JOINTS = ["base", "wrist"], ["a", "b", "c"]
+
+
+def message(cameras=CAMERAS, names=JOINTS, positions=(0.1, 0.2, 0.3), encoding="rgb8"):
+    msg = Observation(camera_names=list(cameras), instruction="")
+    msg.header.stamp.sec, msg.header.stamp.nanosec = 12, 500_000_000
+    for name in cameras:
+        image = rgb_to_image(np.full((4, 4, 3), 7, np.uint8), Image, msg.header.stamp, name)
+        image.encoding = encoding
+        msg.images.append(image)
+    msg.state.name, msg.state.position = list(names), list(positions)
+    return msg
+
+
+def test_a_good_observation_decodes_without_problems():
+    decoded = conversions.observation_from_msg(message(), CAMERAS, JOINTS, "fallback task")
+    assert decoded.problems == []
+    observation = decoded.observation
+    assert set(observation.images) == set(CAMERAS) and observation.stamp == 12.5
+    np.testing.assert_allclose(observation.state, [0.1, 0.2, 0.3])
+    assert observation.instruction == "fallback task"
+
+
+def test_state_follows_the_configured_joint_order_and_names_problems():
+    decoded = conversions.observation_from_msg(
+        message(names=["c", "a", "x"], positions=(3.0, float("nan"), 9.0)), CAMERAS, JOINTS, "")
+    np.testing.assert_allclose(decoded.observation.state, [0.0, 0.0, 3.0])
+    assert decoded.problems == ["joint_names_mismatch", "non_finite_state"]
+
+
+def test_unusable_cameras_are_dropped_and_named():
+    decoded = conversions.observation_from_msg(message(cameras=["base", "top"]), CAMERAS,
+                                               JOINTS, "")
+    assert set(decoded.observation.images) == {"base"}
+    assert decoded.problems == ["unknown_camera", "missing_camera"]
+    bad = conversions.observation_from_msg(message(encoding="yuv422"), CAMERAS, JOINTS, "")
+    assert bad.observation is None and bad.problems == ["bad_image", "bad_image",
+                                                         "no_usable_camera"]
+
+
+def test_chunk_and_trajectory_messages():
+    actions = np.arange(12, dtype=np.float32).reshape(4, 3)
+    chunk = conversions.action_chunk_msg(9, 12.25, actions, 0.02, JOINTS)
+    assert (chunk.frame_id, chunk.horizon, chunk.action_dim) == (9, 4, 3)
+    assert list(chunk.actions) == list(range(12)) and chunk.header.stamp.nanosec == 250_000_000
+    trajectory = conversions.trajectory_msg(12.25, actions, 0.5, JOINTS, first_step=1)
+    assert [p.positions.tolist() if hasattr(p.positions, "tolist") else list(p.positions)
+            for p in trajectory.points] == actions[1:].tolist()
+    assert [(p.time_from_start.sec, p.time_from_start.nanosec) for p in trajectory.points] == [
+        (0, 500_000_000), (1, 0), (1, 500_000_000)]
+    assert conversions.to_seconds(conversions.to_time(1.999999999999)) < 2.0 + 1e-9

@@ -1,0 +1,49 @@
+"""Stale-observation watchdog: no new actions once the camera stream stops, ERROR in
+diagnostics; actions resume when frames come back (separate processes)."""
+
+import os
+import signal
+
+from conftest import Probe, executable, write_params
+
+WATCHDOG_TICKS = 5
+PERIOD = 1 / 50.0
+
+
+def start_camera(processes):
+    return processes.python("-m", "oxygen_ros.ros.synthetic_camera", "--ros-args",
+                            "-p", "rate_hz:=30.0", "-p", "width:=64", "-p", "height:=48",
+                            "-p", "camera_topics:=['/cameras/base/image_raw',"
+                                  "'/cameras/left_wrist/image_raw']")
+
+
+def test_watchdog_stops_actions_reports_error_and_resumes(tmp_path, processes, rclpy_context):
+    params = write_params(tmp_path / "params.yaml",
+                          inference={"watchdog_ticks": WATCHDOG_TICKS, "memory_period_s": 0.0})
+    processes.start(executable("camera_ingest"), "--ros-args", "--params-file", params)
+    processes.start(executable("inference"), "--ros-args", "--params-file", params)
+    camera = start_camera(processes)
+    probe = Probe(rclpy_context)
+    assert probe.spin(30.0, until=lambda: len(probe.commands) > 100), "no actions"
+
+    os.killpg(camera.pid, signal.SIGINT)
+    camera.wait(timeout=10)
+    probe.spin(2.0)
+    last_observation = probe.observations[-1][0]
+    last_command = probe.commands[-1][0]
+    # the watchdog fires WATCHDOG_TICKS ticks after the last frame; at most 2 ticks later
+    # the commands have stopped (plus DDS delivery slack)
+    assert last_command <= last_observation + (WATCHDOG_TICKS + 2) * PERIOD + 0.05, (
+        last_command - last_observation)
+    level, message, values, _ = probe.diagnostics["oxygen_ros: inference"]
+    assert level == 2 and values["watchdog"] == "stale", message
+    assert int(values["watchdog_trips"]) >= 1
+
+    commands_while_stopped = len(probe.commands)
+    start_camera(processes)
+    assert probe.spin(20.0, until=lambda: len(probe.commands) > commands_while_stopped + 50), \
+        "actions did not resume"
+    probe.spin(1.5)
+    level, _, values, _ = probe.diagnostics["oxygen_ros: inference"]
+    assert level != 2 and values["watchdog"] == "ok"
+    probe.close()
