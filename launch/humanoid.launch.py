@@ -1,7 +1,7 @@
 """Starts camera_ingest and inference with the parameters in config/humanoid.yaml.
 
-Arguments: config_file, preset, dry_run, use_sim_time, and topic remappings for the
-joint states and the command outputs."""
+Arguments: config_file, preset, checkpoint, tokenizer, dry_run, use_sim_time, and topic
+remappings for the joint states and the command outputs."""
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
@@ -14,7 +14,9 @@ ARGUMENTS = {
     "config_file": (PathJoinSubstitution([FindPackageShare("oxygen_ros"), "config",
                                           "humanoid.yaml"]),
                     "parameters YAML for camera_ingest and inference"),
-    "preset": ("small", "model preset: pi05, small or tiny"),
+    "preset": ("small", "model preset: pi05, small or tiny (used without a checkpoint)"),
+    "checkpoint": ("", "π0.5 checkpoint directory (openpi PyTorch or lerobot pi05 layout)"),
+    "tokenizer": ("", "PaliGemma SentencePiece .model file (needed with a checkpoint)"),
     "dry_run": ("true", "compute and report, but publish no commands or trajectories"),
     "use_sim_time": ("false", "use /clock (true when replaying bags with --clock)"),
     "joint_states_topic": ("/joint_states", "robot joint states"),
@@ -35,6 +37,8 @@ def generate_launch_description() -> LaunchDescription:
         Node(package="oxygen_ros", executable="inference", name="inference",
              parameters=[config, sim_time, {
                  "preset": LaunchConfiguration("preset"),
+                 "checkpoint": LaunchConfiguration("checkpoint"),
+                 "tokenizer": LaunchConfiguration("tokenizer"),
                  "dry_run": ParameterValue(LaunchConfiguration("dry_run"), value_type=bool)}],
              output="screen",
              remappings=[("/oxygen/joint_command", LaunchConfiguration("command_topic")),

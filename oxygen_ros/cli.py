@@ -200,6 +200,41 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Describe a π0.5 checkpoint: format, dimensions, parameters, memory for weights + KV."""
+    from oxygen_ros.model import checkpoint
+
+    try:
+        info = checkpoint.inspect(args.checkpoint)
+    except checkpoint.CheckpointError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    config = info.config
+    element = {"float32": 4, "bfloat16": 2}[args.dtype]
+    weight_bytes = info.num_parameters * element
+    page_bytes = config.kv_bytes_per_token(element) * args.page_size
+    kv_bytes = args.kv_pages * page_bytes
+    action_tier = config.kv_bytes_per_token(element) * config.action_horizon
+    vlm, expert, vision = config.vlm, config.expert, config.vision
+    print(f"checkpoint  {info.path} ({info.format} layout)")
+    print(f"parameters  {info.num_parameters / 1e6:.1f} M, stored as "
+          + ", ".join(f"{n} x {d}" for d, n in sorted(info.dtypes.items())))
+    print(f"vision      {vision.depth} layers x {vision.width} wide (mlp {vision.mlp_dim}, "
+          f"{vision.num_heads} heads), {vision.image_size} px images in {vision.patch_size} px "
+          f"patches = {vision.num_patches} tokens per camera")
+    print(f"language    {vlm.depth} layers x {vlm.width} wide (mlp {vlm.mlp_dim}), "
+          f"{vlm.num_heads} heads / {vlm.num_kv_heads} kv heads x {vlm.head_dim}, vocabulary "
+          f"{config.vocab_size}")
+    print(f"expert      {expert.depth} layers x {expert.width} wide (mlp {expert.mlp_dim})")
+    print(f"actions     horizon {config.action_horizon} x {config.action_dim} dims, "
+          f"{config.num_denoise_steps} denoise steps")
+    print(f"memory ({args.dtype}): weights {weight_bytes / 2**30:.2f} GiB + KV pool "
+          f"{args.kv_pages} pages x {args.page_size} tokens = {kv_bytes / 2**30:.2f} GiB "
+          f"({page_bytes / 1024:.0f} KiB/page) + action tier {action_tier / 2**20:.2f} MiB = "
+          f"{(weight_bytes + kv_bytes + action_tier) / 2**30:.2f} GiB")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Engine benchmark: isolated, shared_kv and oxygen side by side on one workload."""
     from pathlib import Path
@@ -287,6 +322,14 @@ def build_parser() -> argparse.ArgumentParser:
     bag.add_argument("--storage", default="mcap", choices=["mcap", "sqlite3"])
     bag.add_argument("--seed", type=int, default=0)
     bag.set_defaults(func=cmd_make_demo_bag)
+
+    inspect = sub.add_parser("inspect", help=cmd_inspect.__doc__)
+    inspect.add_argument("checkpoint", help="checkpoint directory or model.safetensors")
+    inspect.add_argument("--kv-pages", type=int, default=512, help="KV pool pages (default 512)")
+    inspect.add_argument("--page-size", type=int, default=16, help="tokens per page")
+    inspect.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"],
+                         help="dtype to size weights and cache for (default bfloat16)")
+    inspect.set_defaults(func=cmd_inspect)
 
     bench = sub.add_parser("bench", help=cmd_bench.__doc__)
     defaults = __import__("oxygen_ros.engine.benchmark", fromlist=["Workload"]).Workload()

@@ -53,6 +53,13 @@ class Processes:
     def python(self, *argv, env=None) -> subprocess.Popen:
         return self.start(sys.executable, *argv, env=env)
 
+    @staticmethod
+    def finish(child, timeout: float) -> str:
+        """Wait for a child to exit; everything it printed."""
+        child.wait(timeout=timeout)
+        child.drain.join(timeout=5.0)
+        return "".join(child.lines)
+
     def stop_all(self, grace_s: float = 3.0) -> None:
         for child in self.children:
             if child.poll() is None:
@@ -66,10 +73,6 @@ class Processes:
                 child.wait()
             child.drain.join(timeout=2.0)
 
-
-def output(child) -> str:
-    """Everything a child started by Processes has printed so far."""
-    return "".join(child.lines)
 
 
 @pytest.fixture

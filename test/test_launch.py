@@ -24,7 +24,8 @@ def test_humanoid_launch_starts_ingest_and_inference_with_the_config():
     description = module.generate_launch_description()
     assert isinstance(description, LaunchDescription)
     arguments = {e.name for e in description.entities if isinstance(e, DeclareLaunchArgument)}
-    assert {"config_file", "preset", "dry_run", "use_sim_time", "joint_states_topic",
+    assert {"config_file", "preset", "checkpoint", "tokenizer", "dry_run", "use_sim_time",
+            "joint_states_topic",
             "command_topic", "trajectory_topic"} <= arguments
     nodes = [e for e in description.entities if isinstance(e, Node)]
     assert sorted(n.node_executable for n in nodes) == ["camera_ingest", "inference"]

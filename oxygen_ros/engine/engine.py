@@ -19,6 +19,7 @@ from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.outputs import ActionChunk, FrameReport, TextChunk
 from oxygen_ros.engine.request import LanguageRequest, Status
 from oxygen_ros.engine.scheduler import Scheduler
+from oxygen_ros.model.normalization import Normalization
 from oxygen_ros.model.pi05 import Pi05Model
 from oxygen_ros.model.prefix import Prefix, build_prefix
 from oxygen_ros.model.prompt import pi05_prompt
@@ -38,8 +39,10 @@ class EngineCore:
     mode = "core"
 
     def __init__(self, model: Pi05Model, config: EngineConfig, *, clock=None, tokenizer=None,
-                 on_chunk: Callback = None, on_text: Callback = None, on_memory: Callback = None):
+                 normalization: Optional[Normalization] = None, on_chunk: Callback = None,
+                 on_text: Callback = None, on_memory: Callback = None):
         self.model, self.config = model, config
+        self.normalization = normalization or Normalization()
         self.clock = clock or MonotonicClock()
         self.tokenizer = tokenizer or tokenizer_for(model)
         self.eos_id = getattr(self.tokenizer, "eos_id", None)
@@ -117,7 +120,8 @@ class EngineCore:
 
     def build_prefix(self, observation: Observation) -> Prefix:
         config = self.model.config
-        prompt = pi05_prompt(observation.instruction, observation.state, config.state_dim)
+        state = self.normalization.normalize_state(observation.state)
+        prompt = pi05_prompt(observation.instruction, state, config.state_dim)
         return build_prefix(config, self.config.camera_names, observation.images,
                             self.tokenizer.encode(prompt))
 
@@ -126,6 +130,7 @@ class EngineCore:
                    start: float) -> ActionChunk:
         latency = self.clock.now() - start
         deadline = self.config.action_deadline_s
+        actions = self.normalization.unnormalize_actions(actions)
         chunk = ActionChunk(frame_id, observation.stamp, actions, latency,
                             late=deadline is not None and latency > deadline)
         self.counters["late_chunks"] += chunk.late

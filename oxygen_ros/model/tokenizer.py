@@ -58,3 +58,30 @@ class StreamDecoder:
         text = self.tokenizer.decode(self.ids)
         piece, self.emitted = text[self.emitted:], len(text)
         return piece
+
+
+class PaliGemmaTokenizer:
+    """The PaliGemma SentencePiece model (from a file: weights cannot be downloaded here)."""
+
+    def __init__(self, path: str):
+        import sentencepiece
+
+        if not path:
+            raise ValueError("this checkpoint needs the PaliGemma tokenizer: set `tokenizer` "
+                             "to its SentencePiece .model file")
+        try:
+            self._sp = sentencepiece.SentencePieceProcessor(model_file=str(path))
+        except (OSError, RuntimeError) as error:
+            raise ValueError(f"{path}: not a SentencePiece model ({error})") from None
+        self.bos_id, self.eos_id, self.pad_id = (self._sp.bos_id(), self._sp.eos_id(),
+                                                 self._sp.pad_id())
+        self.vocab_size = self._sp.get_piece_size()
+
+    def encode(self, text: str, bos: bool = True) -> list[int]:
+        return self._sp.encode(text, add_bos=bos)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._sp.decode([i for i in ids if 0 <= i < self.vocab_size])
+
+    def stream(self) -> "StreamDecoder":
+        return StreamDecoder(self)

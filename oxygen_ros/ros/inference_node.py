@@ -53,6 +53,9 @@ PARAMETERS = {
     "joint_lower_limits": ([-1.0] * 14, "per-joint clamp, same order as joint_names"),
     "joint_upper_limits": ([1.0] * 14, "per-joint clamp, same order as joint_names"),
     "preset": ("small", "model preset when no checkpoint is given: pi05, small, tiny"),
+    "checkpoint": ("", "π0.5 checkpoint directory (openpi PyTorch or lerobot pi05 layout)"),
+    "tokenizer": ("", "PaliGemma SentencePiece .model file (needed with a checkpoint)"),
+    "asset_id": ("", "openpi normalization stats to use (assets/<asset_id>/)"),
     "device": ("cpu", "cpu or cuda"),
     "dtype": ("float32", "float32 or bfloat16"),
     "seed": (0, "weights seed (presets) and noise seed"),
@@ -109,11 +112,14 @@ class InferenceNode(Node):
         self.dry_run = p("dry_run")
         self.instruction = p("default_instruction")
 
-        self.model = load_model(preset=p("preset"), device=p("device"), dtype=p("dtype"),
-                                seed=p("seed"), prefix_attention=p("prefix_attention") or None)
+        self.model = load_model(preset=p("preset"), checkpoint=p("checkpoint"),
+                                tokenizer=p("tokenizer"), device=p("device"), dtype=p("dtype"),
+                                seed=p("seed"), prefix_attention=p("prefix_attention") or None,
+                                asset_id=p("asset_id"))
         self.engine = OxygenEngine(
             self.model.model, self._engine_config(), tokenizer=self.model.tokenizer,
-            on_chunk=self._on_chunk, on_text=self._on_text, on_memory=self._on_memory)
+            normalization=self.model.normalization, on_chunk=self._on_chunk,
+            on_text=self._on_text, on_memory=self._on_memory)
         if len(self.joint_names) > self.model.model.config.action_dim:
             raise ValueError(f"{len(self.joint_names)} joints but the model acts on "
                              f"{self.model.model.config.action_dim} dimensions")

@@ -53,7 +53,7 @@ def test_ingest_publishes_synchronized_resized_observations_at_camera_rate(
 def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, tmp_path):
     demo = processes.python("-m", "oxygen_ros.cli", "demo", "--bag", str(tmp_path / "bag"),
                             "--duration", "4")
-    output, _ = demo.communicate(timeout=240)
+    output = processes.finish(demo, timeout=240)
     assert demo.returncode == 0, output[-3000:]
     summary = next(line for line in output.splitlines() if line.startswith("summary:"))
     chunks = int(summary.split(" action chunks")[0].rsplit(" ", 1)[1])

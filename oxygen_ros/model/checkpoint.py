@@ -1,0 +1,260 @@
+"""Import π0.5 checkpoints: the openpi PyTorch layout and the lerobot `pi05` layout.
+
+Both store one `model.safetensors` (loaded with safetensors only — never unpickled) with
+the module tree of openpi's PaliGemmaWithExpertModel; lerobot nests it under `model.`.
+Dimensions come from the tensors themselves (widths, depths, MLP sizes, vocabulary,
+vision patch and image size, action dim) and from the Gemma variant names in config.json
+(heads, kv heads, head_dim), and are checked against each other. Loading is strict:
+missing or unexpected keys are an error that lists them; every shape is checked.
+"""
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from oxygen_ros.model.config import GemmaConfig, ModelConfig, VisionConfig
+from oxygen_ros.model.pi05 import Pi05Model
+
+WEIGHTS = "model.safetensors"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+# openpi's gemma.get_config: attention shapes of each Gemma variant
+VARIANT_HEADS = {"dummy": (8, 1, 16), "gemma_300m": (8, 1, 256), "gemma_2b": (8, 1, 256),
+                 "gemma_300m_lora": (8, 1, 256), "gemma_2b_lora": (8, 1, 256)}
+SIGLIP_HEAD_DIM = 72   # So400m/14: 1152 wide, 16 heads
+# stored by the reference implementations, not used for inference
+IGNORED = ("paligemma_with_expert.gemma_expert.lm_head.weight",)
+TIED_HEAD = "paligemma_with_expert.paligemma.lm_head.weight"
+EMBEDDING = "paligemma_with_expert.paligemma.model.language_model.embed_tokens.weight"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded; the message names the file, key or shape."""
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    format: str                      # "openpi" or "lerobot"
+    prefix: str                      # "" (openpi) or "model." (lerobot)
+    config: ModelConfig
+    raw_config: dict
+    dtypes: dict[str, int]           # stored dtype -> number of tensors
+    num_parameters: int
+
+
+# -- key mapping -------------------------------------------------------------------------
+_MODULES = (("vision.", "paligemma_with_expert.paligemma.model.vision_tower.vision_model."),
+            ("projector.", "paligemma_with_expert.paligemma.model.multi_modal_projector.linear."),
+            ("language_model.", "paligemma_with_expert.paligemma.model.language_model."),
+            ("expert.", "paligemma_with_expert.gemma_expert.model."))
+
+
+def checkpoint_key(name: str, prefix: str = "") -> str:
+    """Our parameter name -> its key in an openpi (prefix "") or lerobot ("model.") file."""
+    for ours, theirs in _MODULES:
+        if name.startswith(ours):
+            return prefix + theirs + name[len(ours):]
+    return prefix + name     # action_in_proj, action_out_proj, time_mlp_in, time_mlp_out
+
+
+def expected_keys(model: Pi05Model, prefix: str = "") -> dict[str, tuple[int, ...]]:
+    """Checkpoint key -> shape for every parameter (works on the meta device)."""
+    return {checkpoint_key(n, prefix): tuple(p.shape) for n, p in model.named_parameters()}
+
+
+# -- reading -----------------------------------------------------------------------------
+def _weights_file(path: Path) -> Path:
+    path = Path(path)
+    if path.is_file():
+        if path.suffix in PICKLE_SUFFIXES:
+            raise CheckpointError(f"{path}: pickle checkpoints are never loaded (they can run "
+                                  "code); convert it to safetensors")
+        return path
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: no such checkpoint file or directory")
+    weights = path / WEIGHTS
+    if not weights.exists():
+        pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
+        hint = (f"; found pickle files {pickles}, which are never loaded (they can run code) "
+                "— convert them to safetensors") if pickles else ""
+        raise CheckpointError(f"{path}: no {WEIGHTS}{hint}")
+    return weights
+
+
+def _open(weights: Path):
+    try:
+        return safe_open(str(weights), framework="pt", device="cpu")
+    except (SafetensorError, OSError, ValueError) as error:
+        raise CheckpointError(f"{weights}: not a readable safetensors file ({error}); a "
+                              "truncated download or a file of another format") from None
+
+
+def _shapes(handle) -> dict[str, tuple[int, ...]]:
+    return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
+
+
+def _detect(shapes: dict, raw: dict) -> tuple[str, str]:
+    lerobot_keys = any(k.startswith("model.paligemma_with_expert.") for k in shapes)
+    openpi_keys = any(k.startswith("paligemma_with_expert.") for k in shapes)
+    if raw.get("type") == "pi05" or (lerobot_keys and not openpi_keys):
+        return "lerobot", "model."
+    if openpi_keys:
+        return "openpi", ""
+    raise CheckpointError("unrecognized checkpoint: no paligemma_with_expert.* tensors "
+                          "(expected the openpi PyTorch or lerobot pi05 layout)")
+
+
+def _count_layers(shapes: dict, stem: str) -> int:
+    pattern = re.compile(re.escape(stem) + r"(\d+)\.")
+    indices = {int(m.group(1)) for k in shapes if (m := pattern.match(k))}
+    if not indices:
+        raise CheckpointError(f"no layers under {stem}*")
+    if indices != set(range(max(indices) + 1)):
+        raise CheckpointError(f"layers under {stem}* are not numbered 0..{max(indices)}: "
+                              f"missing {sorted(set(range(max(indices) + 1)) - indices)}")
+    return max(indices) + 1
+
+
+def _shape(shapes: dict, key: str) -> tuple[int, ...]:
+    if key not in shapes:
+        raise CheckpointError(f"missing tensor {key}")
+    return shapes[key]
+
+
+def _gemma(shapes: dict, stem: str, variant: str, role: str) -> GemmaConfig:
+    if variant not in VARIANT_HEADS:
+        raise CheckpointError(f"unknown {role} variant {variant!r} "
+                              f"(known: {', '.join(VARIANT_HEADS)})")
+    heads, kv_heads, head_dim = VARIANT_HEADS[variant]
+    q = _shape(shapes, f"{stem}layers.0.self_attn.q_proj.weight")
+    k = _shape(shapes, f"{stem}layers.0.self_attn.k_proj.weight")
+    gate = _shape(shapes, f"{stem}layers.0.mlp.gate_proj.weight")
+    if q[0] != heads * head_dim or k[0] != kv_heads * head_dim:
+        raise CheckpointError(
+            f"{stem}layers.0.self_attn: q/k projections {q} / {k} do not fit variant "
+            f"{variant!r} ({heads} heads, {kv_heads} kv heads, head_dim {head_dim})")
+    return GemmaConfig(width=q[1], depth=_count_layers(shapes, f"{stem}layers."),
+                       mlp_dim=gate[0], num_heads=heads, num_kv_heads=kv_heads,
+                       head_dim=head_dim)
+
+
+def read_config(shapes: dict, raw: dict, prefix: str) -> ModelConfig:
+    """The model configuration a checkpoint implies (tensor shapes + config.json)."""
+    root = prefix + "paligemma_with_expert."
+    vision_stem = root + "paligemma.model.vision_tower.vision_model."
+    patch = _shape(shapes, vision_stem + "embeddings.patch_embedding.weight")   # [W, 3, P, P]
+    positions = _shape(shapes, vision_stem + "embeddings.position_embedding.weight")
+    fc1 = _shape(shapes, vision_stem + "encoder.layers.0.mlp.fc1.weight")
+    side = round(positions[0] ** 0.5)
+    if side * side != positions[0]:
+        raise CheckpointError(f"{vision_stem}embeddings.position_embedding.weight: "
+                              f"{positions[0]} positions is not a square grid")
+    width = patch[0]
+    vision_heads = width // SIGLIP_HEAD_DIM if width % SIGLIP_HEAD_DIM == 0 else width // 64
+    vision = VisionConfig(image_size=side * patch[2], patch_size=patch[2], width=width,
+                          depth=_count_layers(shapes, vision_stem + "encoder.layers."),
+                          mlp_dim=fc1[0], num_heads=vision_heads)
+    vlm = _gemma(shapes, root + "paligemma.model.language_model.",
+                 raw.get("paligemma_variant", "gemma_2b"), "paligemma")
+    expert = _gemma(shapes, root + "gemma_expert.model.",
+                    raw.get("action_expert_variant", "gemma_300m"), "action expert")
+    embedding = shapes.get(prefix + EMBEDDING) or shapes.get(prefix + TIED_HEAD)
+    if embedding is None:
+        raise CheckpointError(f"missing tensor {prefix + EMBEDDING} (nor its tied copy "
+                              f"{prefix + TIED_HEAD})")
+    action_in = _shape(shapes, prefix + "action_in_proj.weight")                # [We, A]
+    horizon = raw.get("action_horizon", raw.get("chunk_size", 50))
+    try:
+        return ModelConfig(
+            vision=vision, vlm=vlm, expert=expert, vocab_size=embedding[0],
+            num_cameras=3, action_horizon=int(horizon), action_dim=action_in[1],
+            num_denoise_steps=int(raw.get("num_inference_steps", 10)),
+            max_prompt_tokens=int(raw.get("tokenizer_max_length", 200)),
+            state_dim=int(raw.get("max_state_dim", 32)), tokenizer="paligemma",
+            name=f"checkpoint:{raw.get('paligemma_variant', 'gemma_2b')}")
+    except ValueError as error:
+        raise CheckpointError(f"inconsistent checkpoint: {error}") from None
+
+
+def inspect(path: str | Path) -> Checkpoint:
+    """Format, dimensions and contents of a checkpoint, without loading its weights."""
+    weights = _weights_file(Path(path))
+    config_file = weights.parent / "config.json"
+    raw = {}
+    if config_file.exists():
+        try:
+            raw = json.loads(config_file.read_text())
+        except json.JSONDecodeError as error:
+            raise CheckpointError(f"{config_file}: invalid JSON ({error})") from None
+    with _open(weights) as handle:
+        shapes = _shapes(handle)
+        dtypes: dict[str, int] = {}
+        for key in handle.keys():
+            dtype = handle.get_slice(key).get_dtype()
+            dtypes[dtype] = dtypes.get(dtype, 0) + 1
+    fmt, prefix = _detect(shapes, raw)
+    config = read_config(shapes, raw, prefix)
+    params = sum(_numel(s) for k, s in shapes.items()
+                 if k[len(prefix):] not in IGNORED and k[len(prefix):] != TIED_HEAD)
+    return Checkpoint(weights, fmt, prefix, config, raw, dtypes, params)
+
+
+def _numel(shape) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
+def load(path: str | Path, device: str | torch.device = "cpu",
+         dtype: torch.dtype = torch.float32, prefix_attention: Optional[str] = None,
+         strict: bool = True) -> tuple[Pi05Model, Checkpoint]:
+    """Build the model a checkpoint describes and fill it with the checkpoint's tensors."""
+    info = inspect(path)
+    config = info.config.with_(prefix_attention=prefix_attention) if prefix_attention else info.config
+    with torch.device("meta"):
+        model = Pi05Model(config)
+    model = model.to_empty(device=device).to(dtype)
+    expected = expected_keys(model, info.prefix)
+    params = dict(model.named_parameters())
+    by_key = {checkpoint_key(name, info.prefix): name for name in params}
+    with _open(info.path) as handle:
+        stored = set(handle.keys())
+        embedding, tied = info.prefix + EMBEDDING, info.prefix + TIED_HEAD
+        source = {key: key for key in expected if key in stored}
+        if embedding not in stored and tied in stored:
+            source[embedding] = tied                         # lerobot keeps the tied copy
+        missing = sorted(set(expected) - set(source))
+        unexpected = sorted(stored - set(expected) - {tied}
+                            - {info.prefix + k for k in IGNORED})
+        if missing or (unexpected and strict):
+            raise CheckpointError(_key_report(info.path, missing, unexpected if strict else []))
+        for key, stored_key in source.items():
+            tensor = handle.get_tensor(stored_key)
+            if tuple(tensor.shape) != expected[key]:
+                raise CheckpointError(f"{info.path}: tensor {stored_key} has shape "
+                                      f"{list(tensor.shape)}, the model needs {list(expected[key])}")
+            with torch.no_grad():
+                params[by_key[key]].copy_(tensor.to(device=device, dtype=dtype))
+        if embedding in stored and tied in stored:
+            head = handle.get_tensor(tied).to(device=device, dtype=dtype)
+            if not torch.equal(head, params[by_key[embedding]]):
+                raise CheckpointError(f"{info.path}: {tied} differs from {embedding}; the "
+                                      "output head must be tied to the embedding")
+    model.weights_version = f"checkpoint:{info.path.resolve()}:{info.path.stat().st_mtime_ns}"
+    return model.eval(), info
+
+
+def _key_report(path: Path, missing: list[str], unexpected: list[str], shown: int = 20) -> str:
+    parts = [f"{path}: the checkpoint does not match the model"]
+    for label, keys in (("missing", missing), ("unexpected", unexpected)):
+        if keys:
+            listed = "\n  ".join(keys[:shown])
+            more = f"\n  ... and {len(keys) - shown} more" if len(keys) > shown else ""
+            parts.append(f"{len(keys)} {label} keys:\n  {listed}{more}")
+    return "\n".join(parts)
