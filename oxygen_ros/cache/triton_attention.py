@@ -14,6 +14,19 @@ import triton.language as tl
 
 
 @triton.jit
+def _softmax_block(q, k, v, valid, m_i, l_i, acc, PRECISION: tl.constexpr):
+    """One block of keys/values into the running (max, sum, weighted values) of each row."""
+    s = tl.dot(q, tl.trans(k).to(q.dtype), input_precision=PRECISION)
+    s = tl.where(valid[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.exp(s - m_new[:, None])
+    alpha = tl.exp(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _attend_pages(q, m_i, l_i, acc, k_ptr, v_ptr, table_ptr, length, kv_head,
                   stride_kp, stride_ks, stride_kh, PAGE: tl.constexpr, D: tl.constexpr,
                   PRECISION: tl.constexpr):
@@ -25,14 +38,7 @@ def _attend_pages(q, m_i, l_i, acc, k_ptr, v_ptr, table_ptr, length, kv_head,
         base = page * stride_kp + offs_s[:, None] * stride_ks + kv_head * stride_kh + offs_d[None, :]
         k = tl.load(k_ptr + base, mask=valid[:, None], other=0.0)
         v = tl.load(v_ptr + base, mask=valid[:, None], other=0.0)
-        s = tl.dot(q, tl.trans(k).to(q.dtype), input_precision=PRECISION)
-        s = tl.where(valid[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp(s - m_new[:, None])
-        alpha = tl.exp(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        m_i = m_new
+        m_i, l_i, acc = _softmax_block(q, k, v, valid, m_i, l_i, acc, PRECISION)
     return m_i, l_i, acc
 
 
@@ -92,14 +98,7 @@ def _suffix_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, ek_ptr, ev_ptr, ou
                 + offs_d[None, :])
         k = tl.load(ek_ptr + base, mask=valid[:, None], other=0.0)
         v = tl.load(ev_ptr + base, mask=valid[:, None], other=0.0)
-        s = tl.dot(q, tl.trans(k).to(q.dtype), input_precision=PRECISION)
-        s = tl.where(valid[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp(s - m_new[:, None])
-        alpha = tl.exp(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        m_i = m_new
+        m_i, l_i, acc = _softmax_block(q, k, v, valid, m_i, l_i, acc, PRECISION)
     out = acc / l_i[:, None]
     tl.store(out_ptr + seq * stride_ob + token[:, None] * stride_ot + head[:, None] * stride_oh
              + offs_d[None, :], out.to(out_ptr.dtype.element_ty), mask=row_valid[:, None])

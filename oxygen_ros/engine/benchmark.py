@@ -155,6 +155,13 @@ def table(result: dict) -> str:
     rows.append(f"speedup_vs_isolated {result['speedup_vs_isolated']:.2f}x   "
                 f"kv_peak_ratio {result['kv_peak_ratio']:.3f}   "
                 f"action_p99_interference {result['action_p99_interference']:.3f}")
+    rows.append("where a frame's time goes (p50): " + "; ".join(
+        f"{name} action path {m['action_chunk_ms_p50']:.0f} ms + language "
+        f"{m['frame_latency_ms_p50'] - m['action_chunk_ms_p50']:.0f} ms"
+        for name, m in result["modes"].items()))
+    isolated, oxygen = result["modes"]["isolated"], result["modes"]["oxygen"]
+    rows.append(f"ceiling: with language free, speedup_vs_isolated <= isolated frame / oxygen "
+                f"action path = {isolated['frame_latency_ms_p50'] / oxygen['action_chunk_ms_p50']:.2f}x")
     return "\n".join(rows)
 
 

@@ -1,7 +1,7 @@
 """EngineConfig: everything the engine is told besides the model — cache size, cadences,
 budgets, decoding."""
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 
@@ -25,7 +25,6 @@ class EngineConfig:
     seed: int = 0
     dialogue_template: str = "\nUser: {text}\nRobot: "
     memory_template: str = "\nMemory so far: {previous}\nSummary of frames {first}-{last}: "
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.tokens_per_frame < 0 or self.max_tokens_per_frame < self.tokens_per_frame:
@@ -34,6 +33,3 @@ class EngineConfig:
             raise ValueError("num_pages and page_size must be positive")
         if self.control_period_s is not None and self.control_period_s <= 0:
             raise ValueError("control_period_s must be positive")
-
-    def to_dict(self) -> dict:
-        return asdict(self)

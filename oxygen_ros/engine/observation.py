@@ -1,6 +1,6 @@
 """Observation: one synchronized set of camera images, robot state and instruction."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -11,4 +11,3 @@ class Observation:
     state: np.ndarray                  # robot state (normalized to [-1, 1] for the prompt)
     instruction: str
     stamp: float                       # seconds (sensor time)
-    joint_names: tuple[str, ...] = field(default=())

@@ -1,6 +1,6 @@
 """One configuration dataclass for every model size, and the named presets."""
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 PREFIX_ATTENTION = ("bidirectional", "causal_prompt")
 
@@ -77,9 +77,6 @@ class ModelConfig:
 
     def with_(self, **changes) -> "ModelConfig":
         return replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 PRESETS = {

@@ -63,8 +63,8 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
         problems.append("non_finite_state")
         state = np.nan_to_num(state, nan=0.0, posinf=0.0, neginf=0.0)
     instruction = msg.instruction or fallback_instruction
-    return Decoded(Observation(images, state, instruction, to_seconds(msg.header.stamp),
-                               tuple(joint_names)), problems)
+    return Decoded(Observation(images, state, instruction, to_seconds(msg.header.stamp)),
+                   problems)
 
 
 def action_chunk_msg(frame_id: int, stamp: float, actions: np.ndarray, dt: float,
