@@ -4,8 +4,8 @@ chunk is out on time (a manual clock and fixed step costs, not wall time)."""
 import random
 
 import pytest
+from engine_helpers import Events, config, stream
 
-from conftest import Events, config, stream
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.engine.baselines import SharedKVEngine
 from oxygen_ros.engine.clock import ManualClock

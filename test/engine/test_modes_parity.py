@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
+from engine_helpers import Events, config, stream
 
-from conftest import Events, config, stream
 from oxygen_ros.engine.baselines import IsolatedEngine, SharedKVEngine
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.model.pi05 import Pi05Model

@@ -5,11 +5,11 @@ import time
 
 import numpy as np
 import pytest
+from graph_helpers import Probe, executable, write_params
 from oxygen_ros.msg import Observation
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from conftest import Probe, executable, write_params
 from oxygen_ros.ros import qos
 from oxygen_ros.ros.image_conversion import rgb_to_image
 

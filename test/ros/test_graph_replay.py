@@ -1,7 +1,8 @@
 """A generated bag replayed through camera_ingest and inference (separate processes) gives
 per-step actions at the control rate, chunks, streamed dialogue, memory and diagnostics."""
 
-from conftest import Probe, executable, write_params
+from graph_helpers import Probe, executable, write_params
+
 from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
 
 

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from graph_helpers import executable, write_params
 from oxygen_ros.msg import Observation
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -13,7 +14,6 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
-from conftest import executable, write_params
 from oxygen_ros.ros import qos
 from oxygen_ros.ros.bag import BagReplayer, DemoBagSpec, restamp_cdr, write_demo_bag
 from oxygen_ros.ros.image_conversion import image_to_rgb

@@ -4,7 +4,7 @@ diagnostics; actions resume when frames come back (separate processes)."""
 import os
 import signal
 
-from conftest import Probe, executable, write_params
+from graph_helpers import Probe, executable, write_params
 
 WATCHDOG_TICKS = 5
 PERIOD = 1 / 50.0

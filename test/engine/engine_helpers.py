@@ -1,11 +1,9 @@
-"""Engine test helpers: a tiny model, observation streams, and event collection."""
+"""Engine test helpers: observation streams, engine configs, and event collection."""
 
 import numpy as np
-import pytest
 
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.observation import Observation
-from oxygen_ros.engine.outputs import ActionChunk, MemorySummary, TextChunk
 
 CAMERAS = ("base", "left_wrist")
 
@@ -38,11 +36,3 @@ class Events:
         for chunk in self.texts:
             out.setdefault((chunk.kind, chunk.request_id), []).append(chunk)
         return {key: "".join(c.text for c in chunks) for key, chunks in out.items()}
-
-
-@pytest.fixture
-def events():
-    return Events
-
-
-__all__ = ["ActionChunk", "MemorySummary", "TextChunk"]
