@@ -27,7 +27,8 @@ ARGUMENTS = {
 
 def generate_launch_description() -> LaunchDescription:
     config = LaunchConfiguration("config_file")
-    sim_time = {"use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)}
+    sim_time = {"use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"),
+                                               value_type=bool)}
     return LaunchDescription([
         *(DeclareLaunchArgument(name, default_value=default, description=description)
           for name, (default, description) in ARGUMENTS.items()),

@@ -121,6 +121,33 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
     return 0
 
 
+class _DemoProgress:
+    """One line of live stats per second, each finished answer once; ends the demo three
+    seconds after the replay has ended."""
+
+    def __init__(self, monitor, engine, replay):
+        self.monitor, self.engine, self.replay = monitor, engine, replay
+        self.shown = 0
+        self.replay_ended_at = None
+
+    def __call__(self, elapsed: float) -> bool:
+        monitor, engine = self.monitor, self.engine
+        diag = monitor.diagnostics.get("oxygen_ros: inference", {})
+        print(f"[{elapsed:5.1f}s] actions {monitor.command_rate():5.1f} Hz | chunks "
+              f"{monitor.chunks:4d} | chunk latency p50 {diag.get('chunk_latency_ms_p50', '-'):>8}"
+              f" ms | tokens/s {diag.get('tokens_per_s', '-'):>7} | deadline misses "
+              f"{engine.counters['late_chunks']:3d} | KV pages {engine.cache.pool.used_pages:4d}/"
+              f"{engine.cache.pool.num_pages} | dialogue done {len(monitor.finished_dialogue)}"
+              f" | memory {len(monitor.summaries)}", flush=True)
+        for request_id, text in monitor.finished_dialogue[self.shown:]:
+            print(f"          dialogue {request_id}: {text[:70]!r}", flush=True)
+        self.shown = len(monitor.finished_dialogue)
+        if self.replay.poll() is None:
+            return True
+        self.replay_ended_at = self.replay_ended_at or elapsed
+        return elapsed - self.replay_ended_at < 3.0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: replay the demo bag through camera_ingest -> inference on the CPU
     preset, print live stats and a summary."""
@@ -139,42 +166,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
         write_demo_bag(bag, DemoBagSpec(duration_s=args.duration))
         print(f"wrote demo bag {bag}", flush=True)
     # the demo shows every output: commands on, a memory summary every 4 s of sensor time
-    overrides = ["inference:dry_run:=false", "inference:memory_period_s:=4.0"] + _node_overrides(args)
+    overrides = (["inference:dry_run:=false", "inference:memory_period_s:=4.0"]
+                 + _node_overrides(args))
     rclpy.init(args=_ros_args(args.config, overrides))
     ingest, inference, monitor = CameraIngest(), InferenceNode(), OutputMonitor()
     replay = subprocess.Popen([sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag),
                                "--restamp", "--wait-for-subscribers", "10", "--delay", "0.5"])
     engine = inference.engine
-
-    def report(elapsed: float):
-        diag = monitor.diagnostics.get("oxygen_ros: inference", {})
-        print(f"[{elapsed:5.1f}s] actions {monitor.command_rate():5.1f} Hz | chunks "
-              f"{monitor.chunks:4d} | chunk latency p50 {diag.get('chunk_latency_ms_p50', '-'):>8} ms"
-              f" | tokens/s {diag.get('tokens_per_s', '-'):>7} | deadline misses "
-              f"{engine.counters['late_chunks']:3d} | KV pages {engine.cache.pool.used_pages:4d}/"
-              f"{engine.cache.pool.num_pages} | dialogue done {len(monitor.finished_dialogue)}"
-              f" | memory {len(monitor.summaries)}", flush=True)
-        for request_id, text in monitor.finished_dialogue[report.shown:]:
-            print(f"          dialogue {request_id}: {text[:70]!r}", flush=True)
-        report.shown = len(monitor.finished_dialogue)
-        return replay.poll() is None or elapsed < report.end_grace(elapsed)
-
-    report.shown = 0
-    ended = {}
-    report.end_grace = lambda elapsed: ended.setdefault("at", elapsed) + 3.0
+    progress = _DemoProgress(monitor, engine, replay)
     try:
-        _spin_nodes([ingest, inference, monitor], 0, report)
+        _spin_nodes([ingest, inference, monitor], 0, progress)
     finally:
         if replay.poll() is None:
             replay.terminate()
         replay.wait(timeout=10)
-        counters = engine.counters
-        rate = len(monitor.command_times) / max(1e-9, (monitor.command_times[-1] - monitor.command_times[0])) if len(monitor.command_times) > 1 else 0.0
+        counters, times = engine.counters, monitor.command_times
+        rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
         print(f"summary: {counters['frames']} frames, {monitor.chunks} action chunks, "
-              f"{len(monitor.command_times)} commands ({rate:.1f} Hz), {counters['tokens']} "
-              f"language tokens, {len(monitor.finished_dialogue)} dialogue answers, "
-              f"{len(monitor.summaries)} memory summaries, {counters['late_chunks']} deadline "
-              f"misses, KV peak {engine.cache.pool.peak_bytes / 1e6:.2f} MB", flush=True)
+              f"{len(times)} commands ({rate:.1f} Hz), {counters['tokens']} language tokens, "
+              f"{len(monitor.finished_dialogue)} dialogue answers, {len(monitor.summaries)} "
+              f"memory summaries, {counters['late_chunks']} deadline misses, KV peak "
+              f"{engine.cache.pool.peak_bytes / 1e6:.2f} MB", flush=True)
         for node in (ingest, inference, monitor):
             node.destroy_node()
         rclpy.try_shutdown()
@@ -190,7 +202,8 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
 
     from oxygen_ros.model import benchmark
 
-    torch.set_num_threads(args.threads) if args.threads else None
+    if args.threads:
+        torch.set_num_threads(args.threads)
     result = benchmark.run(args.preset, args.device, getattr(torch, args.dtype),
                            batches=tuple(args.batches), repeats=args.repeats)
     print(benchmark.report(result))

@@ -35,7 +35,8 @@ def _attend_pages(q, m_i, l_i, acc, k_ptr, v_ptr, table_ptr, length, kv_head,
     for start in range(0, length, PAGE):
         page = tl.load(table_ptr + start // PAGE).to(tl.int64)
         valid = (start + offs_s) < length
-        base = page * stride_kp + offs_s[:, None] * stride_ks + kv_head * stride_kh + offs_d[None, :]
+        base = (page * stride_kp + offs_s[:, None] * stride_ks + kv_head * stride_kh
+                + offs_d[None, :])
         k = tl.load(k_ptr + base, mask=valid[:, None], other=0.0)
         v = tl.load(v_ptr + base, mask=valid[:, None], other=0.0)
         m_i, l_i, acc = _softmax_block(q, k, v, valid, m_i, l_i, acc, PRECISION)

@@ -51,7 +51,8 @@ class Scheduler:
 
     def step_cap(self) -> int:
         """Decode steps this frame may take: k, plus what earlier frames owe, up to the cap."""
-        return min(self.config.max_tokens_per_frame, self.config.tokens_per_frame + self.owed_tokens)
+        return min(self.config.max_tokens_per_frame,
+                   self.config.tokens_per_frame + self.owed_tokens)
 
     def account(self, steps_taken: int) -> None:
         if not self.running and not self.waiting:

@@ -216,7 +216,9 @@ def load(path: str | Path, device: str | torch.device = "cpu",
          strict: bool = True) -> tuple[Pi05Model, Checkpoint]:
     """Build the model a checkpoint describes and fill it with the checkpoint's tensors."""
     info = inspect(path)
-    config = info.config.with_(prefix_attention=prefix_attention) if prefix_attention else info.config
+    config = info.config
+    if prefix_attention:
+        config = config.with_(prefix_attention=prefix_attention)
     with torch.device("meta"):
         model = Pi05Model(config)
     model = model.to_empty(device=device).to(dtype)
@@ -238,7 +240,8 @@ def load(path: str | Path, device: str | torch.device = "cpu",
             tensor = handle.get_tensor(stored_key)
             if tuple(tensor.shape) != expected[key]:
                 raise CheckpointError(f"{info.path}: tensor {stored_key} has shape "
-                                      f"{list(tensor.shape)}, the model needs {list(expected[key])}")
+                                      f"{list(tensor.shape)}, the model needs "
+                                      f"{list(expected[key])}")
             with torch.no_grad():
                 params[by_key[key]].copy_(tensor.to(device=device, dtype=dtype))
         if embedding in stored and tied in stored:

@@ -93,10 +93,9 @@ def load_openpi(checkpoint_dir: Path, asset_id: str = "", mode: str = "quantile"
         raise ValueError(f"{assets}: several normalization stats "
                          f"{[f.parent.name for f in files]}; choose one with asset_id")
     data = json.loads(files[0].read_text()).get("norm_stats", {})
-    return Normalization(
-        _stats(data["state"], mode, "openpi", f"{files[0]} state") if "state" in data else None,
-        _stats(data["actions"], mode, "openpi", f"{files[0]} actions") if "actions" in data else None,
-        f"openpi {files[0].relative_to(checkpoint_dir)} ({mode})")
+    state, actions = (_stats(data[key], mode, "openpi", f"{files[0]} {key}") if key in data
+                      else None for key in ("state", "actions"))
+    return Normalization(state, actions, f"openpi {files[0].relative_to(checkpoint_dir)} ({mode})")
 
 
 def load_lerobot(checkpoint_dir: Path, mode: str = "quantile") -> Normalization:

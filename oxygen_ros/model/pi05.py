@@ -145,7 +145,8 @@ class Pi05Model(nn.Module):
         total = prefix.num_tokens
         keys = self.prefix_page_keys(prefix, cache.page_size) if reuse else []
         table = cache.match_prefix(keys, owner)
-        reused = total if keys and len(table.pages) == len(keys) else len(table.pages) * cache.page_size
+        whole = bool(keys) and len(table.pages) == len(keys)
+        reused = total if whole else len(table.pages) * cache.page_size
         table.length = reused
         if reused < total:
             if not cache.reserve(table, total - reused):
@@ -238,7 +239,8 @@ class Pi05Model(nn.Module):
         """Flow-matching velocity of noisy actions x_t [B, H, action_dim] at times t [B]."""
         batch, horizon, _ = x_t.shape
         if batch > cache.actions.max_batch:
-            raise ValueError(f"{batch} action chunks exceed the action tier's {cache.actions.max_batch}")
+            raise ValueError(f"{batch} action chunks exceed the action tier's "
+                             f"{cache.actions.max_batch}")
         prefix_lens = torch.tensor([table.length for table in tables], device=self.device)
         positions = prefix_lens[:, None] + torch.arange(horizon, device=self.device)[None]
         block_tables = cache.block_tables(tables)

@@ -54,7 +54,8 @@ def build_prefix(config: ModelConfig, camera_order: Sequence[str],
     in `camera_order` are an error; cameras in it but absent from `images` are masked."""
     unknown = set(images) - set(camera_order)
     if unknown:
-        raise ValueError(f"unknown cameras {sorted(unknown)} (expected some of {list(camera_order)})")
+        raise ValueError(f"unknown cameras {sorted(unknown)} "
+                         f"(expected some of {list(camera_order)})")
     if not images:
         raise ValueError("an observation needs at least one camera image")
     if len(tokens) > config.max_prompt_tokens:

@@ -89,7 +89,8 @@ class FrameSynchronizer:
         return None
 
     def _match(self, buffer: deque, stamp: int):
-        """(stamp, item) closest to `stamp` within slop, "wait" if one may still come, else "miss"."""
+        """(stamp, item) closest to `stamp` within slop; "wait" if one may still come;
+        else "miss"."""
         best = min(buffer, key=lambda item: abs(item[0] - stamp), default=None)
         if best is not None and abs(best[0] - stamp) <= self.slop_ns:
             return best

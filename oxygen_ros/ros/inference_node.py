@@ -111,18 +111,22 @@ class InferenceNode(Node):
         self.action_dt = p("action_dt_s") or self.period
         self.dry_run = p("dry_run")
         self.instruction = p("default_instruction")
+        # read once: the control tick and the observation callback run at tens of Hz
+        self.watchdog_s = p("watchdog_ticks") * self.period
+        self.watchdog_hold = p("watchdog_action") == "hold"
+        self.frame_period = p("frame_period_s")
 
         self.model = load_model(preset=p("preset"), checkpoint=p("checkpoint"),
                                 tokenizer=p("tokenizer"), device=p("device"), dtype=p("dtype"),
                                 seed=p("seed"), prefix_attention=p("prefix_attention") or None,
                                 asset_id=p("asset_id"))
+        if len(self.joint_names) > self.model.model.config.action_dim:
+            raise ValueError(f"{len(self.joint_names)} joints but the model acts on "
+                             f"{self.model.model.config.action_dim} dimensions")
         self.engine = OxygenEngine(
             self.model.model, self._engine_config(), tokenizer=self.model.tokenizer,
             normalization=self.model.normalization, on_chunk=self._on_chunk,
             on_text=self._on_text, on_memory=self._on_memory)
-        if len(self.joint_names) > self.model.model.config.action_dim:
-            raise ValueError(f"{len(self.joint_names)} joints but the model acts on "
-                             f"{self.model.model.config.action_dim} dimensions")
         self.stream = ActionStream(p("blend_s"))
         self.counters: Counter = Counter()
         self._latest: Optional[tuple] = None          # (Observation, receipt monotonic time)
@@ -186,7 +190,7 @@ class InferenceNode(Node):
     def on_observation(self, msg) -> None:
         stamp = conversions.to_seconds(msg.header.stamp)
         now = self.get_clock().now().nanoseconds * 1e-9
-        age_limit = max(1.0, self._param("watchdog_ticks") * self.period)
+        age_limit = max(1.0, self.watchdog_s)
         if stamp > now + age_limit:
             return self._bad_input("future_stamp", f"observation stamped {stamp - now:.2f} s ahead")
         if stamp < now - age_limit:
@@ -219,11 +223,10 @@ class InferenceNode(Node):
     # -- the engine thread ----------------------------------------------------------------
     def _fresh(self) -> bool:
         latest = self._latest
-        return (latest is not None and
-                time.monotonic() - latest[1] <= self._param("watchdog_ticks") * self.period)
+        return latest is not None and time.monotonic() - latest[1] <= self.watchdog_s
 
     def _engine_loop(self) -> None:
-        frame_period = self._param("frame_period_s")
+        frame_period = self.frame_period
         next_frame = time.perf_counter()
         while not self._stop.is_set() and self.context.ok():
             fresh = self._fresh()
@@ -284,7 +287,7 @@ class InferenceNode(Node):
                 self.counters["watchdog_trips"] += 1
                 self.stream.clear()
                 self.get_logger().error("no fresh observation: watchdog stops new actions")
-            if self._param("watchdog_action") == "hold" and self._last_command is not None:
+            if self.watchdog_hold and self._last_command is not None:
                 self._publish_command(self._last_command)
             return
         if self._stale:
