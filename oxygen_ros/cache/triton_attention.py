@@ -8,28 +8,37 @@ of query rows); the query heads that share a kv head are processed together, so 
 page of K/V is read once per group. Online softmax in float32.
 """
 
+import os
+
 import torch
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def _softmax_block(q, k, v, valid, m_i, l_i, acc, PRECISION: tl.constexpr):
-    """One block of keys/values into the running (max, sum, weighted values) of each row."""
-    s = tl.dot(q, tl.trans(k).to(q.dtype), input_precision=PRECISION)
+def _softmax_block(q, k, v, valid, m_i, l_i, acc, PRECISION: tl.constexpr,
+                   UPCAST: tl.constexpr):
+    """One block of keys/values into the running (max, sum, weighted values) of each row.
+    UPCAST: dot in float32 (the interpreter cannot dot bfloat16; values keep their
+    bfloat16 rounding, so results match a GPU's bfloat16 dots to rounding)."""
+    k = tl.trans(k).to(q.dtype)
+    p_dtype = v.dtype
+    if UPCAST:
+        q, k, v = q.to(tl.float32), k.to(tl.float32), v.to(tl.float32)
+    s = tl.dot(q, k, input_precision=PRECISION)
     s = tl.where(valid[None, :], s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
     p = tl.exp(s - m_new[:, None])
     alpha = tl.exp(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+    acc = acc * alpha[:, None] + tl.dot(p.to(p_dtype).to(v.dtype), v, input_precision=PRECISION)
     return m_new, l_i, acc
 
 
 @triton.jit
 def _attend_pages(q, m_i, l_i, acc, k_ptr, v_ptr, table_ptr, length, kv_head,
                   stride_kp, stride_ks, stride_kh, PAGE: tl.constexpr, D: tl.constexpr,
-                  PRECISION: tl.constexpr):
+                  PRECISION: tl.constexpr, UPCAST: tl.constexpr):
     offs_s = tl.arange(0, PAGE)
     offs_d = tl.arange(0, D)
     for start in range(0, length, PAGE):
@@ -39,7 +48,7 @@ def _attend_pages(q, m_i, l_i, acc, k_ptr, v_ptr, table_ptr, length, kv_head,
                 + offs_d[None, :])
         k = tl.load(k_ptr + base, mask=valid[:, None], other=0.0)
         v = tl.load(v_ptr + base, mask=valid[:, None], other=0.0)
-        m_i, l_i, acc = _softmax_block(q, k, v, valid, m_i, l_i, acc, PRECISION)
+        m_i, l_i, acc = _softmax_block(q, k, v, valid, m_i, l_i, acc, PRECISION, UPCAST)
     return m_i, l_i, acc
 
 
@@ -47,7 +56,8 @@ def _attend_pages(q, m_i, l_i, acc, k_ptr, v_ptr, table_ptr, length, kv_head,
 def _decode_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr, scale,
                    stride_qb, stride_qh, stride_kp, stride_ks, stride_kh, stride_tb,
                    stride_ob, stride_oh, GROUP: tl.constexpr, BLOCK_G: tl.constexpr,
-                   PAGE: tl.constexpr, D: tl.constexpr, PRECISION: tl.constexpr):
+                   PAGE: tl.constexpr, D: tl.constexpr, PRECISION: tl.constexpr,
+                   UPCAST: tl.constexpr):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     offs_g = tl.arange(0, BLOCK_G)
@@ -63,7 +73,7 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr, scale,
     acc = tl.zeros([BLOCK_G, D], tl.float32)
     m_i, l_i, acc = _attend_pages(q, m_i, l_i, acc, k_ptr, v_ptr, tables_ptr + seq * stride_tb,
                                   length, kv_head, stride_kp, stride_ks, stride_kh, PAGE, D,
-                                  PRECISION)
+                                  PRECISION, UPCAST)
     out = acc / l_i[:, None]
     tl.store(out_ptr + seq * stride_ob + heads[:, None] * stride_oh + offs_d[None, :],
              out.to(out_ptr.dtype.element_ty), mask=in_group[:, None])
@@ -74,7 +84,8 @@ def _suffix_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, ek_ptr, ev_ptr, ou
                    num_tokens, stride_qb, stride_qt, stride_qh, stride_kp, stride_ks, stride_kh,
                    stride_tb, stride_eb, stride_et, stride_eh, stride_ob, stride_ot, stride_oh,
                    GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   PAGE: tl.constexpr, D: tl.constexpr, PRECISION: tl.constexpr):
+                   PAGE: tl.constexpr, D: tl.constexpr, PRECISION: tl.constexpr,
+                   UPCAST: tl.constexpr):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     rows = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)   # (token, head-in-group) pairs
@@ -91,7 +102,7 @@ def _suffix_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, ek_ptr, ev_ptr, ou
     length = tl.load(lens_ptr + seq)
     m_i, l_i, acc = _attend_pages(q, m_i, l_i, acc, k_ptr, v_ptr, tables_ptr + seq * stride_tb,
                                   length, kv_head, stride_kp, stride_ks, stride_kh, PAGE, D,
-                                  PRECISION)
+                                  PRECISION, UPCAST)
     offs_n = tl.arange(0, BLOCK_N)
     for start in range(0, num_tokens, BLOCK_N):
         valid = (start + offs_n) < num_tokens
@@ -99,7 +110,7 @@ def _suffix_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, ek_ptr, ev_ptr, ou
                 + offs_d[None, :])
         k = tl.load(ek_ptr + base, mask=valid[:, None], other=0.0)
         v = tl.load(ev_ptr + base, mask=valid[:, None], other=0.0)
-        m_i, l_i, acc = _softmax_block(q, k, v, valid, m_i, l_i, acc, PRECISION)
+        m_i, l_i, acc = _softmax_block(q, k, v, valid, m_i, l_i, acc, PRECISION, UPCAST)
     out = acc / l_i[:, None]
     tl.store(out_ptr + seq * stride_ob + token[:, None] * stride_ot + head[:, None] * stride_oh
              + offs_d[None, :], out.to(out_ptr.dtype.element_ty), mask=row_valid[:, None])
@@ -108,6 +119,10 @@ def _suffix_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, ek_ptr, ev_ptr, ou
 def _precision(dtype: torch.dtype) -> str:
     # fp32 stays exact (no TF32) so kernel and reference agree to 1e-5.
     return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _upcast(dtype: torch.dtype) -> bool:
+    return dtype != torch.float32 and os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _check(k_pages: torch.Tensor) -> tuple[int, int, int]:
@@ -136,7 +151,7 @@ def decode_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tens
         q.stride(0), q.stride(1), k_pages.stride(0), k_pages.stride(1), k_pages.stride(2),
         tables.stride(0), out.stride(0), out.stride(1),
         GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), PAGE=page_size,
-        D=head_dim, PRECISION=_precision(q.dtype))
+        D=head_dim, PRECISION=_precision(q.dtype), UPCAST=_upcast(q.dtype))
     return out
 
 
@@ -160,5 +175,5 @@ def suffix_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tens
         k_pages.stride(2), tables.stride(0), extra_k.stride(0), extra_k.stride(1),
         extra_k.stride(2), out.stride(0), out.stride(1), out.stride(2),
         GROUP=group, BLOCK_M=block_m, BLOCK_N=16, PAGE=page_size, D=head_dim,
-        PRECISION=_precision(q.dtype))
+        PRECISION=_precision(q.dtype), UPCAST=_upcast(q.dtype))
     return out

@@ -100,3 +100,29 @@ def test_triton_kernels_refuse_page_sizes_they_cannot_tile():
         triton_attention.decode_attention(torch.zeros(1, 2, 16), k_pages, k_pages,
                                           torch.zeros(1, 1, dtype=torch.int32),
                                           torch.tensor([3]), 1.0)
+
+
+@pytest.mark.parametrize("page_size, head_dim, heads, kv_heads, lengths", CASES[:2])
+def test_triton_kernels_in_bfloat16_match_the_reference_to_bfloat16_rounding(
+        page_size, head_dim, heads, kv_heads, lengths):
+    device = "cpu" if interpreted else "cuda"
+    k_pages, v_pages, tables, lens, g = random_layout(3, len(lengths), lengths, page_size,
+                                                      kv_heads, head_dim)
+    k_pages, v_pages = k_pages.bfloat16(), v_pages.bfloat16()
+    q = torch.randn(len(lengths), heads, head_dim, generator=g).bfloat16()
+    expected = reference.paged_attention(q[:, None].float(), k_pages.float(), v_pages.float(),
+                                         tables, lens, 0.125)[:, 0]
+    out = triton_attention.decode_attention(
+        *(t.to(device) for t in (q, k_pages, v_pages, tables, lens)), 0.125)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float().cpu(), expected, atol=3e-2, rtol=0)
+
+    qs = torch.randn(len(lengths), 20, heads, head_dim, generator=g).bfloat16()
+    extra_k = torch.randn(len(lengths), 20, kv_heads, head_dim, generator=g).bfloat16()
+    extra_v = torch.randn(len(lengths), 20, kv_heads, head_dim, generator=g).bfloat16()
+    expected = reference.paged_attention(qs.float(), k_pages.float(), v_pages.float(), tables,
+                                         lens, 0.125, extra_k=extra_k.float(),
+                                         extra_v=extra_v.float())
+    out = triton_attention.suffix_attention(
+        *(t.to(device) for t in (qs, k_pages, v_pages, tables, lens, extra_k, extra_v)), 0.125)
+    torch.testing.assert_close(out.float().cpu(), expected, atol=3e-2, rtol=0)
