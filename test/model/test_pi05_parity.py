@@ -91,3 +91,28 @@ def test_batched_decode_of_sequences_from_different_frames_equals_decoding_each_
     for fork in forks:
         cache.free(fork)
     cache.pool.check_whole()
+
+
+def test_the_model_gives_the_same_actions_and_text_through_the_triton_kernels(
+        tiny_model, make_prefix, monkeypatch):
+    """The dispatch picks Triton on CUDA; here it is forced on (interpreted on the CPU) so
+    the model-to-kernel wiring — pool views, action tier, lengths — is checked too."""
+    from oxygen_ros.cache import attention
+
+    config = tiny_model.config
+    noise = torch.randn(1, config.action_horizon, config.action_dim,
+                        generator=torch.Generator().manual_seed(5))
+
+    def run():
+        cache = KVCache.for_model(config, num_pages=64, page_size=16)
+        table = tiny_model.prefill(make_prefix(config, seed=4), cache)
+        return tiny_model.sample_actions([table], noise, cache), paged_greedy(
+            tiny_model, cache, table, REQUEST, 8)
+
+    reference_actions, reference_text = run()
+    calls = []
+    monkeypatch.setattr(attention, "_use_triton", lambda q, k: calls.append(1) or True)
+    actions, text = run()
+    assert calls, "the Triton path was not taken"
+    torch.testing.assert_close(actions, reference_actions, atol=1e-5, rtol=0)
+    assert text == reference_text
