@@ -286,7 +286,9 @@ class InferenceNode(Node):
                 self._stale = True
                 self.counters["watchdog_trips"] += 1
                 self.stream.clear()
-                self.get_logger().error("no fresh observation: watchdog stops new actions")
+                age = time.monotonic() - self._latest[1] if self._latest else float("inf")
+                self.get_logger().error(f"no fresh observation for {age:.3f} s: watchdog stops "
+                                        "new actions")
             if self.watchdog_hold and self._last_command is not None:
                 self._publish_command(self._last_command)
             return
