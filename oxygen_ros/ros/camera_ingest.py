@@ -43,6 +43,7 @@ class CameraIngest(Node):
         self.declare_parameter("instruction_topic", "/oxygen/instruction")
         self.declare_parameter("observation_topic", "/oxygen/observation")
         self.declare_parameter("image_size", 224)
+        self.declare_parameter("resize_mode", "pad")
         self.declare_parameter("sync_slop_s", 0.025)
         self.declare_parameter("max_delay_s", 0.1)
         self.declare_parameter("max_age_s", 1.0)
@@ -54,6 +55,9 @@ class CameraIngest(Node):
             raise ValueError(f"camera_topics ({len(topics)}) and camera_names ({len(names)}) "
                              "must be non-empty and of equal length")
         self.image_size = self._param("image_size")
+        self.resize_mode = self._param("resize_mode")
+        if self.resize_mode not in ("pad", "stretch"):
+            raise ValueError(f"resize_mode must be 'pad' or 'stretch', not {self.resize_mode!r}")
         self.max_age_ns = int(self._param("max_age_s") * NS)
         self.sync = FrameSynchronizer(names, slop_ns=int(self._param("sync_slop_s") * NS),
                                       max_delay_ns=int(self._param("max_delay_s") * NS))
@@ -92,7 +96,7 @@ class CameraIngest(Node):
             self.counters["conversion_errors"] += 1
             self.problems.warn(error.kind, f"camera {camera}: {error}")
             return
-        self.sync.add_frame(camera, stamp, resize_rgb(rgb, self.image_size))
+        self.sync.add_frame(camera, stamp, resize_rgb(rgb, self.image_size, self.resize_mode))
         self._publish_ready()
 
     def on_joint_state(self, msg: JointState) -> None:

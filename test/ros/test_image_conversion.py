@@ -77,7 +77,21 @@ def test_undecodable_compressed_image_raises_a_conversion_error():
 
 
 def test_resize_gives_the_model_resolution_and_round_trips_through_a_message():
-    resized = resize_rgb(RGB, 32)
+    resized = resize_rgb(RGB, 32, "stretch")
     assert resized.shape == (32, 32, 3) and resized.dtype == np.uint8
     assert resize_rgb(resized, 32) is resized
     np.testing.assert_array_equal(image_to_rgb(rgb_to_image(resized, Image)), resized)
+
+
+def test_pad_keeps_the_aspect_ratio_on_centered_black_bars_like_resize_with_pad():
+    wide = np.full((48, 64, 3), 200, np.uint8)             # 4:3 -> 24 x 32 inside 32 x 32
+    padded = resize_rgb(wide, 32, "pad")
+    assert padded.shape == (32, 32, 3)
+    assert (padded[:4] == 0).all() and (padded[28:] == 0).all()   # 4 rows above and below
+    assert (padded[4:28] == 200).all()
+    tall = np.full((64, 16, 3), 9, np.uint8)               # 1:4 -> 32 x 8, 12 columns each side
+    padded = resize_rgb(tall, 32, "pad")
+    assert (padded[:, :12] == 0).all() and (padded[:, 12:20] == 9).all()
+    assert (padded[:, 20:] == 0).all()
+    with pytest.raises(ValueError, match="resize mode"):
+        resize_rgb(wide, 32, "crop")
