@@ -87,6 +87,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     rclpy.init(args=["oxygen-ros-replay"])
     node = Node("oxygen_replay")
     stop = threading.Event()
+    replayer = None
     try:
         replayer = BagReplayer(node, args.bag, rate=args.rate, loop=args.loop,
                                start_offset_s=args.start_offset, remap=remap,
@@ -102,6 +103,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         stop.set()
     finally:
+        if replayer is not None:
+            replayer.close()
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
