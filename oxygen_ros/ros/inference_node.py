@@ -330,6 +330,7 @@ class InferenceNode(Node):
             "kv_pages_in_use": pool.used_pages,
             "kv_pages_total": pool.num_pages,
             "kv_bytes_in_use": pool.bytes_in_use,
+            "kv_bytes_peak": pool.peak_bytes,
             "pending_requests": self.engine.pending_requests,
             "running_requests": len(self.engine.scheduler.running),
             "frames": self.engine.counters["frames"],
@@ -337,7 +338,8 @@ class InferenceNode(Node):
             "throttled_frames": self.engine.counters["throttled_frames"],
             "dry_run": self.dry_run,
             "watchdog": "stale" if self._stale else "ok",
-        } | dict(self.counters)
+        } | {f"kv_bytes_{owner}": n for owner, n in pool.bytes_by_owner().items()} \
+          | dict(self.counters)
         problems = (self.engine.counters["late_chunks"] + self.counters["engine_errors"]
                     + sum(n for k, n in self.counters.items() if k in BAD_INPUTS))
         new_problems, self._reported_problems = problems - self._reported_problems, problems

@@ -44,6 +44,10 @@ def test_replayed_bag_drives_actions_dialogue_memory_and_diagnostics(tmp_path, p
     level, _, values, _ = probe.diagnostics["oxygen_ros: inference"]
     assert float(values["action_rate_hz"]) > 40 and int(values["frames"]) > 10
     assert int(values["kv_pages_total"]) == 512 and "tokens_per_s" in values
+    assert int(values["kv_bytes_peak"]) > 0
+    owners = {k: int(v) for k, v in values.items()
+              if k.startswith("kv_bytes_") and k not in ("kv_bytes_in_use", "kv_bytes_peak")}
+    assert sum(owners.values()) == int(values["kv_bytes_in_use"])   # bytes held per owner
     assert "oxygen_ros: camera_ingest" in probe.diagnostics
     assert ingest.poll() is None and inference.poll() is None
     probe.close()
