@@ -30,11 +30,12 @@ class Plan:
     blend_s: float
 
     def raw(self, now: float) -> tuple[np.ndarray, bool]:
-        """(command at `now` without blending, True if past the last step)."""
+        """(command at `now` without blending, True if the plan has run out). Step i is the
+        command for [stamp + i·dt, stamp + (i+1)·dt): a plan of H steps covers H·dt."""
         position = (now - self.stamp) / self.dt
         last = len(self.actions) - 1
         if position >= last:
-            return self.actions[last], position > last
+            return self.actions[last], position >= len(self.actions)
         if position <= 0:
             return self.actions[0], False
         low = int(position)

@@ -11,7 +11,18 @@ from oxygen_ros.engine.engine import EngineCore
 from oxygen_ros.engine.request import LanguageRequest
 
 
-class SharedKVEngine(EngineCore):
+class _SequentialLanguage(EngineCore):
+    """Both baselines answer each request alone, start to end, in the frame it arrived."""
+
+    def answer_alone(self, request: LanguageRequest, base, cache, frame_id, prefix) -> int:
+        request.frame_id, request.prefix = frame_id, prefix
+        self.attach(request, base, cache)
+        if not self.feed(request, request.unfed, cache):
+            raise RuntimeError(f"{self.mode}: KV pool exhausted; raise num_pages")
+        return self.decode_to_completion(request, cache)
+
+
+class SharedKVEngine(_SequentialLanguage):
     mode = "shared_kv"
 
     def __init__(self, model, config, **kwargs):
@@ -21,18 +32,15 @@ class SharedKVEngine(EngineCore):
     def cache_of(self, request: LanguageRequest):
         return self.cache
 
-    def run_frame(self, frame_id, observation, prefix, start):
+    def run_frame(self, frame_id, observation, prefix, start, began):
         table = self.model.prefill(prefix, self.cache)
         if table is None:
             raise RuntimeError("shared_kv: KV pool cannot hold the observation prefix")
         chunk = self.emit_chunk(frame_id, observation,
-                                self.actions.run([table], self.cache, frame_id), start)
+                                self.actions.run([table], self.cache, frame_id), start, began)
         steps = 0
         while (request := self.scheduler.next_waiting()) is not None:
-            request.frame_id, request.prefix = frame_id, prefix
-            if not self.attach(request, table, self.cache):
-                raise RuntimeError("shared_kv: KV pool exhausted; raise num_pages")
-            steps += self.decode_to_completion(request, self.cache)
+            steps += self.answer_alone(request, table, self.cache, frame_id, prefix)
         self.cache.free(table)
         return chunk, steps
 
@@ -46,7 +54,7 @@ class SharedKVEngine(EngineCore):
         self.cache.pool.reset_peak()
 
 
-class IsolatedEngine(EngineCore):
+class IsolatedEngine(_SequentialLanguage):
     mode = "isolated"
 
     def __init__(self, model, config, **kwargs):
@@ -58,22 +66,18 @@ class IsolatedEngine(EngineCore):
     def cache_of(self, request: LanguageRequest):
         return self.caches[request.kind]
 
-    def run_frame(self, frame_id, observation, prefix, start):
+    def run_frame(self, frame_id, observation, prefix, start, began):
         action_cache = self.caches["action"]
         table = self._own_prefill(prefix, action_cache, "action")
         chunk = self.emit_chunk(frame_id, observation,
-                                self.actions.run([table], action_cache, frame_id), start)
+                                self.actions.run([table], action_cache, frame_id), start, began)
         action_cache.free(table)
         steps = 0
         while (request := self.scheduler.next_waiting()) is not None:
             cache = self.caches[request.kind]
-            request.frame_id, request.prefix = frame_id, prefix
             table = self._own_prefill(prefix, cache, request.kind)
-            attached = self.attach(request, table, cache)
+            steps += self.answer_alone(request, table, cache, frame_id, prefix)
             cache.free(table)
-            if not attached:
-                raise RuntimeError("isolated: KV pool exhausted; raise num_pages")
-            steps += self.decode_to_completion(request, cache)
         return chunk, steps
 
     def _own_prefill(self, prefix, cache, owner):

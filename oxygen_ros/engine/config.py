@@ -1,5 +1,6 @@
-"""EngineConfig: everything the engine is told besides the model — cache size, cadences,
-budgets, decoding."""
+"""EngineConfig: everything the engine is told besides the model — cache size, the
+real-time contract (frame target, plan deadline, language floor), request limits,
+decoding."""
 
 from dataclasses import dataclass
 from typing import Optional
@@ -16,9 +17,15 @@ class EngineConfig:
     memory_max_tokens: int = 48
     memory_period_s: float = 10.0          # 0.1 Hz episodic memory; <= 0 turns it off
     max_request_tokens: int = 256          # longer dialogue text is cut (and counted)
-    control_period_s: Optional[float] = None   # frame budget; None: no deadline (benchmarks)
-    action_deadline_s: Optional[float] = None  # chunk must be out this soon after frame start
-    language_margin_s: float = 0.002       # kept free at the end of each frame
+    # -- the real-time contract (frame_period_s None: no clock at all, as in benchmarks)
+    frame_period_s: Optional[float] = None   # target: a new frame (fresh chunk) this often
+    action_dt_s: float = 0.02              # seconds between the steps of a chunk
+    blend_s: float = 0.1                   # a new chunk takes over over this long
+    deadline_margin_s: float = 0.02        # the successor chunk is due this much earlier
+    language_floor: float = 0.1            # share of frame_period_s language always gets
+    # -- requests
+    request_timeout_s: float = 60.0        # a request not finished by then ends ("timeout")
+    max_pending_requests: int = 64         # dialogue requests beyond this end ("queue_full")
     temperature: float = 0.0               # 0: greedy
     top_p: float = 1.0
     stop_at_eos: bool = True
@@ -31,5 +38,15 @@ class EngineConfig:
             raise ValueError("need 0 <= tokens_per_frame <= max_tokens_per_frame")
         if self.num_pages < 1 or self.page_size < 1:
             raise ValueError("num_pages and page_size must be positive")
-        if self.control_period_s is not None and self.control_period_s <= 0:
-            raise ValueError("control_period_s must be positive")
+        if self.frame_period_s is not None and self.frame_period_s <= 0:
+            raise ValueError("frame_period_s must be positive")
+        if self.action_dt_s <= 0:
+            raise ValueError("action_dt_s must be positive")
+        if self.blend_s < 0 or self.deadline_margin_s < 0:
+            raise ValueError("blend_s and deadline_margin_s must not be negative")
+        if not 0.0 <= self.language_floor <= 1.0:
+            raise ValueError("language_floor is a share of the frame: 0 to 1")
+        if self.max_pending_requests < 1:
+            raise ValueError("max_pending_requests must be at least 1")
+        if self.request_timeout_s < 0:
+            raise ValueError("request_timeout_s must not be negative (0: no timeout)")

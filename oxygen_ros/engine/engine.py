@@ -1,6 +1,6 @@
-"""EngineCore: what every serving mode shares — tasks, request intake, prefix building,
-emitting chunks and text. The modes (oxygen.py, baselines.py) differ only in how one
-control frame's work is laid out over the KV cache."""
+"""EngineCore: what every serving mode shares — tasks, request intake and limits, prefix
+building, the frame clock, emitting chunks and text. The modes (oxygen.py, baselines.py)
+differ only in how one control frame's work is laid out over the KV cache."""
 
 import itertools
 import queue
@@ -14,6 +14,7 @@ from oxygen_ros.engine.clock import MonotonicClock
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.cost_model import StepCostModel
 from oxygen_ros.engine.dialogue_task import DialogueTask
+from oxygen_ros.engine.frame_timing import FrameTiming
 from oxygen_ros.engine.memory_task import MemoryTask
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.outputs import ActionChunk, FrameReport, TextChunk
@@ -50,11 +51,14 @@ class EngineCore:
         self.dialogue = DialogueTask(self.tokenizer, config)
         self.memory = MemoryTask(self.tokenizer, config)
         self.costs = StepCostModel()
-        self.scheduler = Scheduler(config, self.costs)
+        self.scheduler = Scheduler(config)
+        self.timing = FrameTiming(config, model.config.action_horizon)
         self.on_chunk, self.on_text, self.on_memory = on_chunk, on_text, on_memory
         self.counters = Counter()
         self.frames = 0
-        self._ids = itertools.count(1)
+        self.next_frame_at: Optional[float] = None   # engine clock; None before any frame
+        self._dialogue_ids = itertools.count(1)      # the ids clients see, in arrival order
+        self._memory_ids = itertools.count(1)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._events: list = []
         self.max_prefix_tokens = (len(config.camera_names) * model.config.image_tokens_per_camera
@@ -72,48 +76,68 @@ class EngineCore:
 
     # -- intake (thread-safe) --------------------------------------------------------------
     def submit_dialogue(self, text: str, max_tokens: Optional[int] = None) -> int:
-        """Queue a dialogue request from any thread; its id comes back with every text chunk."""
-        request_id = next(self._ids)
-        self._inbox.put((request_id, text, max_tokens))
+        """Queue a dialogue request from any thread; its id comes back with every text chunk
+        (dialogue ids count 1, 2, 3, ... in arrival order)."""
+        request_id = next(self._dialogue_ids)
+        self._inbox.put((request_id, text, max_tokens, self.clock.now()))
         return request_id
 
     def _drain_inbox(self) -> None:
         while True:
             try:
-                request_id, text, max_tokens = self._inbox.get_nowait()
+                request_id, text, max_tokens, arrival = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            request = self.dialogue.request(request_id, text, self.clock.now(), max_tokens)
+            request = self.dialogue.request(request_id, text, arrival, max_tokens)
+            self.counters["dialogue_requests"] += 1
             self.counters["truncated_requests"] += request.truncated
+            pending = sum(r.kind == "dialogue" for r in (*self.scheduler.waiting,
+                                                         *self.scheduler.running))
+            if pending >= self.config.max_pending_requests:
+                self.counters["rejected_requests"] += 1
+                request.status = Status.FINISHED
+                request.finish_reason = "queue_full"
+                self._text(request, "", final=True)
+                continue
             self.scheduler.submit(request)
+
+    def _expire(self) -> None:
+        for request in self.scheduler.expired(self.clock.now()):
+            self.counters["timed_out_requests"] += 1
+            self._finish(request, "timeout")
 
     # -- one control frame -------------------------------------------------------------------
     def step(self, observation: Observation, frame_start: Optional[float] = None) -> FrameReport:
-        """Run one control frame on the newest observation. frame_start is when the frame was
-        due (the deadline counts from it); default now."""
-        start = self.clock.now() if frame_start is None else frame_start
+        """Run one control frame on the newest observation: its chunk, then language until
+        the next frame is due. frame_start is when the frame began (default now);
+        observation.stamp must be on the same clock for the plan deadline to mean anything."""
+        began = self.clock.now()
+        start = began if frame_start is None else frame_start
         frame_id = self.frames
         self.frames += 1
         self._events = []
+        self.timing.observe_age(start - observation.stamp)
         self._drain_inbox()
-        memory = self.memory.observe(observation, frame_id, next(self._ids), self.clock.now())
+        self._expire()
+        memory = self.memory.observe(observation, frame_id, next(self._memory_ids), began)
         if memory is not None:
             self.scheduler.submit(memory)
         prefix = self.build_prefix(observation)
         before = Counter(self.counters)
         reused_before = self.model.counters["prefix_tokens_reused"]
-        chunk, allowed = self.run_frame(frame_id, observation, prefix, start)
+        chunk, allowed = self.run_frame(frame_id, observation, prefix, start, began)
         self.counters["frames"] += 1
+        self.next_frame_at = self.timing.next_start(start)
         return FrameReport(
             frame_id, latency_s=self.clock.now() - start, chunk=chunk,
             tokens=self.counters["tokens"] - before["tokens"], language_budget_tokens=allowed,
             prefix_reused_tokens=self.model.counters["prefix_tokens_reused"] - reused_before,
             preempted=self.counters["preemptions"] - before["preemptions"],
             active_requests=len(self.scheduler.running), pages_in_use=self.pages_in_use(),
-            events=self._events)
+            next_frame_at=self.next_frame_at, events=self._events)
 
     def run_frame(self, frame_id: int, observation: Observation, prefix: Prefix,
-                  start: float) -> tuple[ActionChunk, int]:
+                  start: float, began: float) -> tuple[ActionChunk, int]:
         """The mode's frame: emit the action chunk, do language work; (chunk, decode steps
         the frame's budget allowed)."""
         raise NotImplementedError
@@ -126,14 +150,16 @@ class EngineCore:
                             self.tokenizer.encode(prompt))
 
     # -- shared pieces -----------------------------------------------------------------------
-    def emit_chunk(self, frame_id: int, observation: Observation, actions,
-                   start: float) -> ActionChunk:
-        latency = self.clock.now() - start
-        deadline = self.config.action_deadline_s
+    def emit_chunk(self, frame_id: int, observation: Observation, actions, start: float,
+                   began: float) -> ActionChunk:
+        """The frame's chunk is out: it becomes the plan in force (late if it arrived after
+        the previous plan needed its successor)."""
+        arrival = self.clock.now()
+        self.timing.observe_action_path(arrival - began)
+        late = self.timing.chunk_arrived(observation.stamp, arrival)
         actions = self.normalization.unnormalize_actions(actions)
-        chunk = ActionChunk(frame_id, observation.stamp, actions, latency,
-                            late=deadline is not None and latency > deadline)
-        self.counters["late_chunks"] += chunk.late
+        chunk = ActionChunk(frame_id, observation.stamp, actions, arrival - start, late=late)
+        self.counters["deadline_misses"] += late
         self._emit(chunk, self.on_chunk)
         return chunk
 
@@ -142,22 +168,25 @@ class EngineCore:
         if callback is not None:
             callback(event)
 
-    def attach(self, request: LanguageRequest, base: PageTable, cache: KVCache) -> bool:
-        """Give a request its own table forked from `base` (the frame prefix it reads) and run
-        its tokens through the model. A new request samples its first token; a resumed one
-        recomputes its prompt and generated tokens. False (nothing held) if pages are short."""
-        resumed = request.status is Status.PREEMPTED
-        tokens = request.tokens_to_recompute() if resumed else request.prompt
-        table = cache.fork(base, request.kind)
-        if not cache.reserve(table, len(tokens)):
-            cache.free(table)
+    def attach(self, request: LanguageRequest, base: PageTable, cache: KVCache) -> None:
+        """Give a request its own table forked from `base` (the frame prefix it reads, by
+        reference: no copy); feed() then runs its tokens through the model."""
+        request.table = cache.fork(base, request.kind)
+        request.fed = 0
+        self.scheduler.start(request)
+
+    def feed(self, request: LanguageRequest, count: int, cache: KVCache) -> bool:
+        """Run the request's next `count` unfed tokens (prompt, or what a resumed request
+        recomputes); the last piece of a new prompt samples the first token. False
+        (nothing changed) if the pool is short."""
+        tokens = request.to_feed()[request.fed:request.fed + count]
+        if not cache.reserve(request.table, len(tokens)):
             return False
         started = self.clock.now()
-        logits = self.model.extend(table, tokens, cache)
+        logits = self.model.extend(request.table, tokens, cache)
         self.costs.observe_extend(len(tokens), self.clock.now() - started)
-        request.table = table
-        self.scheduler.start(request)
-        if not resumed:
+        request.fed += len(tokens)
+        if not request.unfed and not request.generated:
             self.take_token(request, logits[None])
         return True
 
@@ -166,6 +195,7 @@ class EngineCore:
         token = int(sample(logits, self.config.temperature, self.config.top_p,
                            request.generator)[0])
         request.generated.append(token)
+        request.fed = len(request.to_feed())
         self.counters["tokens"] += 1
         is_eos = self.config.stop_at_eos and token == self.eos_id
         if not is_eos:
@@ -173,14 +203,21 @@ class EngineCore:
             if piece:
                 self._text(request, piece, final=False)
         if is_eos or len(request.generated) >= request.max_tokens:
-            self._text(request, request.stream.flush(), final=True)
-            self.scheduler.finish(request, "eos" if is_eos else "length")
-            if request.table is not None:
-                self.release(request)
-            if request.kind == "memory":
-                self._emit(self.memory.finished(request), self.on_memory)
+            self._finish(request, "eos" if is_eos else "length")
             return True
         return False
+
+    def _finish(self, request: LanguageRequest, reason: str) -> None:
+        """End a request: its last text with the reason, its pages back, its summary out."""
+        self.scheduler.finish(request, reason)
+        self._text(request, request.stream.flush(), final=True)
+        if request.table is not None:
+            self.release(request)
+        if request.kind == "memory":
+            if reason in ("eos", "length"):
+                self._emit(self.memory.finished(request), self.on_memory)
+            else:
+                self.memory.abandon()
 
     def release(self, request: LanguageRequest) -> None:
         """Hand a request's pages back (its cache is the mode's; see cache_of)."""
@@ -191,7 +228,8 @@ class EngineCore:
         raise NotImplementedError
 
     def _text(self, request: LanguageRequest, text: str, final: bool) -> None:
-        self._emit(TextChunk(request.id, request.kind, request.seq, text, final), self.on_text)
+        self._emit(TextChunk(request.id, request.kind, request.seq, text, final,
+                             request.finish_reason if final else ""), self.on_text)
         request.seq += 1
 
     def decode_to_completion(self, request: LanguageRequest, cache: KVCache) -> int:
@@ -217,4 +255,4 @@ class EngineCore:
 
     @property
     def pending_requests(self) -> int:
-        return len(self.scheduler.waiting) + len(self.scheduler.running) + self._inbox.qsize()
+        return len(self.scheduler) + self._inbox.qsize()

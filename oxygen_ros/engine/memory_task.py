@@ -46,6 +46,10 @@ class MemoryTask:
         self.window_start, self.first_frame = observation.stamp, frame_id + 1
         return self.in_flight
 
+    def abandon(self) -> None:
+        """The summary in flight ended without text (timeout): the next window starts one."""
+        self.in_flight = None
+
     def finished(self, request: LanguageRequest) -> MemorySummary:
         text = self.tokenizer.decode(
             [t for t in request.generated if t != getattr(self.tokenizer, "eos_id", None)])

@@ -11,7 +11,7 @@ class ActionChunk:
     stamp: float                 # the observation's stamp
     actions: np.ndarray          # [H, action_dim] float32
     latency_s: float             # frame start -> chunk ready
-    late: bool                   # latency beyond the action deadline
+    late: bool                   # too late to take over before the plan in force ran out
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class TextChunk:
     seq: int                     # 0, 1, 2, ... per request
     text: str
     final: bool
+    finish_reason: str = ""      # on the final chunk: eos, length, timeout or queue_full
 
 
 @dataclass(frozen=True)
@@ -42,4 +43,5 @@ class FrameReport:
     preempted: int
     active_requests: int
     pages_in_use: int
+    next_frame_at: float         # when the next frame should start (engine clock)
     events: list = field(default_factory=list)

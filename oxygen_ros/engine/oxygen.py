@@ -1,8 +1,11 @@
 """OxygenEngine: the OxyGen loop. Per control frame: prefill the newest observation once
-(reusing cached pages), run the action expert over it and emit the chunk at once; then, in
-what is left of the frame's budget, attach new language requests to this frame's prefix by
-reference and advance every running request — whatever frame it started on — by up to k
-tokens in batched decode steps. Language is throttled or preempted; actions never wait."""
+(reusing cached pages), run the action expert over it and emit the chunk at once; then,
+until the next frame is due (FrameTiming), attach new language requests to the newest
+prefix by reference, feed their prompts, and advance every running request — whatever
+frame it started on — by up to k tokens in batched decode steps.
+
+Actions never wait for language; language never starves: whatever the estimates say,
+every frame feeds one piece of the oldest prompt and takes one batched decode step."""
 
 import math
 
@@ -13,6 +16,8 @@ from oxygen_ros.engine.engine import EngineCore
 from oxygen_ros.engine.request import LanguageRequest, Status
 from oxygen_ros.model.prefix import Prefix, build_prefix
 
+PROMPT_PIECE = 64   # tokens of a prompt a frame's guaranteed minimum feeds
+
 
 class OxygenEngine(EngineCore):
     mode = "oxygen"
@@ -20,19 +25,28 @@ class OxygenEngine(EngineCore):
     def __init__(self, model, config, calibrate: bool = True, **kwargs):
         super().__init__(model, config, **kwargs)
         self.cache = self.new_cache()
+        # the newest observation's prefix: new requests attach to it, also between frames
+        self.newest: tuple[PageTable, Prefix, int] | None = None
         if calibrate:
             self.calibrate()
 
-    def calibrate(self, prompt_tokens: int = 8, steps: int = 3) -> None:
-        """Measure a prefill, a request prompt and decode steps (batch 1 and 4) on a blank
-        observation, so the first frames budget language from measurements, not guesses."""
+    def calibrate(self, prompt_tokens: int = 8, steps: int = 3, action_paths: int = 3) -> None:
+        """Measure the action path (prefill of a new observation + denoising), a request
+        prompt and decode steps (batch 1 and 4) on a blank observation, so the first frames
+        are scheduled from warm measurements (each kind's first, cold call is dropped)."""
         size = self.model.config.vision.image_size
         images = {name: np.zeros((size, size, 3), np.uint8) for name in self.config.camera_names}
         prefix = build_prefix(self.model.config, self.config.camera_names, images,
                               self.tokenizer.encode("calibration"))
-        started = self.clock.now()
-        table = self.model.prefill(prefix, self.cache, owner="calibration", reuse=False)
-        self.costs.observe_prefill(prefix.num_tokens, self.clock.now() - started)
+        for run in range(action_paths):
+            started = self.clock.now()
+            table = self.model.prefill(prefix, self.cache, owner="calibration", reuse=False)
+            self.costs.observe_prefill(prefix.num_tokens, self.clock.now() - started)
+            self.actions.run([table], self.cache, frame_id=-1)
+            if run:  # the first is the cold one
+                self.timing.observe_action_path(self.clock.now() - started)
+            if run < action_paths - 1:
+                self.cache.free(table)
         forks = [self.cache.fork(table, "calibration") for _ in range(4)]
         self.cache.free(table)
         tokens = [self.eos_id or 0] * prompt_tokens
@@ -53,29 +67,45 @@ class OxygenEngine(EngineCore):
     def cache_of(self, request: LanguageRequest):
         return self.cache
 
-    def run_frame(self, frame_id, observation, prefix, start):
+    def run_frame(self, frame_id, observation, prefix, start, began):
         table = self.prefill_for_actions(prefix)
         actions = self.actions.run([table], self.cache, frame_id)
-        chunk = self.emit_chunk(frame_id, observation, actions, start)
-        self.costs.prior = chunk.latency_s
-        _, allowed = self.language(table, prefix, frame_id, start)
-        self.cache.free(table)
+        chunk = self.emit_chunk(frame_id, observation, actions, start, began)
+        self.release_newest()
+        self.newest = (table, prefix, frame_id)
+        actions_done = self.clock.now()
+        _, allowed = self.language(self.timing.language_until(start, actions_done))
+        self.timing.observe_language(self.clock.now() - actions_done)
         return chunk, allowed
 
-    def idle_step(self, frame_start: float | None = None) -> int:
-        """A frame without an observation (the watchdog stopped actions): running requests
-        keep decoding on their own prefixes; new ones wait for the next observation.
-        Returns the tokens decoded."""
-        start = self.clock.now() if frame_start is None else frame_start
+    def idle_step(self, until: float | None = None) -> int:
+        """Language without a new chunk (no fresh observation, or none newer than the plan
+        in force): running requests decode, new ones attach to the newest prefix seen (the
+        answer is about the last thing seen) or, before any, wait. Runs until `until`
+        (default one frame period from now); returns the tokens decoded."""
         self._events = []
         self._drain_inbox()
+        self._expire()
+        if until is None:
+            period = self.config.frame_period_s
+            until = self.clock.now() + period if period else math.inf
         before = self.counters["tokens"]
-        self.language(None, None, -1, start)
+        self.language(until)
         return self.counters["tokens"] - before
 
+    def has_language_work(self) -> bool:
+        return bool(len(self.scheduler)) or not self._inbox.empty()
+
+    def release_newest(self) -> None:
+        """Unpin the newest observation's prefix (requests forked from it keep their pages)."""
+        if self.newest is not None:
+            self.cache.free(self.newest[0])
+            self.newest = None
+
     def prefill_for_actions(self, prefix: Prefix) -> PageTable:
-        """The frame's prefix pages, preempting language until they fit: actions never fail
-        for lack of pages (the pool is checked at start-up to hold one prefix)."""
+        """The frame's prefix pages, unpinning the previous prefix and then preempting
+        language until they fit: actions never fail for lack of pages (the pool is checked
+        at start-up to hold one prefix)."""
         while True:
             computed = self.model.counters["prefix_tokens_computed"]
             started = self.clock.now()
@@ -84,6 +114,9 @@ class OxygenEngine(EngineCore):
                 self.costs.observe_prefill(self.model.counters["prefix_tokens_computed"] - computed,
                                            self.clock.now() - started)
                 return table
+            if self.newest is not None:
+                self.release_newest()
+                continue
             victim = self.scheduler.victim()
             if victim is None:
                 raise RuntimeError("KV pool cannot hold the observation prefix")
@@ -94,36 +127,50 @@ class OxygenEngine(EngineCore):
         self.scheduler.preempt(request)
         self.counters["preemptions"] += 1
 
-    def language(self, frame_table: PageTable | None, prefix: Prefix | None, frame_id: int,
-                 start: float) -> tuple[int, int]:
-        """This frame's language work within its budget; (decode steps run, steps allowed).
-        Without a frame table (idle frames) only preempted requests can be attached."""
-        period = self.config.control_period_s
-        budget_end = (start + period - self.config.language_margin_s) if period else math.inf
+    @property
+    def waiting_for_observation(self) -> int:
+        """Requests that cannot attach: no observation has been seen yet."""
+        if self.newest is not None:
+            return 0
+        return sum(r.status is Status.WAITING for r in self.scheduler.waiting)
 
-        def fits(cost: float) -> bool:
-            return self.clock.now() + cost <= budget_end
+    def language(self, until: float) -> tuple[int, int]:
+        """Language work until `until` (engine clock); (decode steps run, steps allowed).
+        The first prompt piece and the first decode step run whatever the estimates say:
+        that is the floor that keeps every request moving, and it measures unknown work."""
+        now = self.clock.now
 
-        # 1. attach waiting requests: new ones to this frame's prefix (a fork: no copy),
-        #    preempted ones to their own frame's prefix (recomputed or found in the index)
-        while (request := self.scheduler.next_waiting()) is not None:
-            if frame_table is None and request.status is not Status.PREEMPTED:
+        def fits(cost) -> bool:
+            return until == math.inf or (cost is not None and now() + cost <= until)
+
+        # 1. prompts: finish feeding attached requests, then attach waiting ones — new
+        #    ones to the newest prefix (a fork: no copy), preempted ones to their own
+        guaranteed = True
+        while (request := self.scheduler.feeding() or self.scheduler.next_waiting()) is not None:
+            if request.table is None:
+                if not (guaranteed or fits(self._resume_cost(request))):
+                    break
+                if not self._attach(request):
+                    break
+            per_token = self.costs.extend_per_token()
+            count = request.unfed
+            if not fits(None if per_token is None else per_token * count):
+                affordable = 0 if per_token is None else int((until - now()) / per_token)
+                count = min(count, max(affordable, PROMPT_PIECE if guaranteed else 0))
+            if count <= 0 or not self.feed(request, count, self.cache):
                 break
-            if request.status is Status.PREEMPTED:  # may have to recompute its frame's prefix
-                cost = (self.costs.prefill(request.prefix.num_tokens)
-                        + self.costs.extend(len(request.tokens_to_recompute())))
-            else:
-                cost = self.costs.extend(len(request.prompt))
-            if not fits(cost) or not self._attach(request, frame_table, prefix, frame_id):
-                break
+            guaranteed = False
 
         # 2. batched decode steps over the running requests: all of them if the budget
-        #    allows, else the largest batch that fits (highest priority, oldest first)
+        #    allows (the first step always), else the largest batch that fits
         cap = self.scheduler.step_cap()
         steps = 0
-        while steps < cap and self.scheduler.running:
-            queue = sorted(self.scheduler.running, key=lambda r: (-r.priority, r.arrival, r.id))
-            size = next((n for n in range(len(queue), 0, -1) if fits(self.costs.decode(n))), 0)
+        while steps < cap and (queue := self.scheduler.decodable()):
+            if steps == 0:
+                size = len(queue)
+            else:
+                size = next((n for n in range(len(queue), 0, -1)
+                             if fits(self.costs.decode(n))), 0)
             if size < len(queue):
                 self.counters["throttled_frames"] += 1
             if size == 0:
@@ -131,10 +178,10 @@ class OxygenEngine(EngineCore):
             batch = self._make_room(queue[:size])
             if not batch:
                 continue
-            started = self.clock.now()
+            started = now()
             logits = self.model.decode([r.table for r in batch], [r.next_token for r in batch],
                                        self.cache)
-            self.costs.observe_decode(len(batch), self.clock.now() - started)
+            self.costs.observe_decode(len(batch), now() - started)
             for request, row in zip(batch, logits):
                 self.take_token(request, row[None])
             steps += 1
@@ -143,17 +190,27 @@ class OxygenEngine(EngineCore):
         self.scheduler.account(steps)
         return steps, cap
 
-    def _attach(self, request: LanguageRequest, frame_table: PageTable, prefix: Prefix,
-                frame_id: int) -> bool:
+    def _resume_cost(self, request: LanguageRequest):
+        if request.status is not Status.PREEMPTED:
+            return 0.0
+        return self.costs.prefill(request.prefix.num_tokens)
+
+    def _attach(self, request: LanguageRequest) -> bool:
+        """Fork the request's base: its own frame's prefix if it was preempted (recomputed
+        or found in the index), else the newest one. False if there is none or no pages."""
         if request.status is Status.PREEMPTED:
             base = self.model.prefill(request.prefix, self.cache, owner=request.kind)
             if base is None:
                 return False
-            attached = self.attach(request, base, self.cache)
+            self.attach(request, base, self.cache)
             self.cache.free(base)
-            return attached
+            return True
+        if self.newest is None:
+            return False
+        table, prefix, frame_id = self.newest
         request.frame_id, request.prefix = frame_id, prefix
-        return self.attach(request, frame_table, self.cache)
+        self.attach(request, table, self.cache)
+        return True
 
     def _make_room(self, batch: list[LanguageRequest]) -> list[LanguageRequest]:
         """Reserve one slot for each request of `batch`, preempting the lowest priority

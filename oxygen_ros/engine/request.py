@@ -12,7 +12,7 @@ from oxygen_ros.model.prefix import Prefix
 
 class Status(enum.Enum):
     WAITING = "waiting"        # arrived, not attached to a frame's prefix yet
-    RUNNING = "running"        # attached: has a page table and a next token to feed
+    RUNNING = "running"        # attached: has a page table (prompt fed, or being fed)
     PREEMPTED = "preempted"    # pages freed under pressure; resumes by recompute
     FINISHED = "finished"
 
@@ -35,14 +35,24 @@ class LanguageRequest:
     seq: int = 0                        # text chunks emitted so far
     preemptions: int = 0
     truncated: bool = False             # the request text was cut to fit
-    finish_reason: str = ""
+    fed: int = 0                        # tokens of to_feed() already in the table
+    finish_reason: str = ""             # eos, length, timeout, queue_full
 
     @property
     def next_token(self) -> int:
         """The last sampled token: its K/V are written by the next decode step."""
         return self.generated[-1]
 
-    def tokens_to_recompute(self) -> list[int]:
-        """What to feed after the prefix when resuming: the prompt and every generated token
-        except the last (whose K/V the next decode step writes)."""
+    def to_feed(self) -> list[int]:
+        """What follows the prefix in the table before decoding: the prompt and every
+        generated token except the last (whose K/V the next decode step writes). A new
+        request feeds its prompt; a preempted one recomputes this after resuming."""
         return self.prompt + self.generated[:-1]
+
+    @property
+    def unfed(self) -> int:
+        return len(self.prompt) + max(0, len(self.generated) - 1) - self.fed
+
+    @property
+    def decodable(self) -> bool:
+        return self.status is Status.RUNNING and self.unfed == 0 and bool(self.generated)

@@ -1,21 +1,23 @@
-"""Scheduler: which language requests run this frame, how many tokens fit the frame's
-budget, and whom to preempt when pages run short. Actions are not scheduled: they always run."""
+"""Scheduler: which language requests wait, feed their prompts or decode; how many decode
+steps a frame may take; whom to preempt when pages run short; which requests have waited
+too long. Actions are not scheduled: they always run."""
 
 from collections import deque
 from typing import Optional
 
 from oxygen_ros.engine.config import EngineConfig
-from oxygen_ros.engine.cost_model import StepCostModel
 from oxygen_ros.engine.request import LanguageRequest, Status
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig, costs: StepCostModel):
+    def __init__(self, config: EngineConfig):
         self.config = config
-        self.costs = costs
         self.waiting: deque[LanguageRequest] = deque()
         self.running: list[LanguageRequest] = []
         self.owed_tokens = 0          # decode steps language lost to throttling
+
+    def __len__(self) -> int:
+        return len(self.waiting) + len(self.running)
 
     def submit(self, request: LanguageRequest) -> None:
         self.waiting.append(request)
@@ -27,15 +29,32 @@ class Scheduler:
         return max(self.waiting, key=lambda r: (r.status is Status.PREEMPTED, r.priority,
                                                 -r.arrival, -r.id))
 
+    def feeding(self) -> Optional[LanguageRequest]:
+        """An attached request whose prompt is not all in its table yet (oldest first)."""
+        return min((r for r in self.running if r.unfed), default=None,
+                   key=lambda r: (r.arrival, r.id))
+
+    def decodable(self) -> list[LanguageRequest]:
+        """Requests ready for a decode step: highest priority, then oldest, first."""
+        return sorted((r for r in self.running if r.decodable),
+                      key=lambda r: (-r.priority, r.arrival, r.id))
+
     def start(self, request: LanguageRequest) -> None:
         self.waiting.remove(request)
         request.status = Status.RUNNING
         self.running.append(request)
 
     def finish(self, request: LanguageRequest, reason: str) -> None:
-        self.running.remove(request)
+        (self.running if request in self.running else self.waiting).remove(request)
         request.status = Status.FINISHED
         request.finish_reason = reason
+
+    def expired(self, now: float) -> list[LanguageRequest]:
+        """Requests older than request_timeout_s (0: none ever expire)."""
+        timeout = self.config.request_timeout_s
+        if not timeout:
+            return []
+        return [r for r in (*self.running, *self.waiting) if now - r.arrival > timeout]
 
     def victim(self) -> Optional[LanguageRequest]:
         """The running request to preempt: lowest priority, then the latest arrival."""
@@ -47,6 +66,7 @@ class Scheduler:
         self.running.remove(request)
         request.status = Status.PREEMPTED
         request.preemptions += 1
+        request.fed = 0
         self.waiting.appendleft(request)
 
     def step_cap(self) -> int:

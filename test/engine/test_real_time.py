@@ -1,0 +1,114 @@
+"""The real-time contract, on a manual clock with injected step costs (no wall time):
+the plan in force never runs out while the machine can feed it, language keeps its floor
+and every request ends, and where the plan cannot be fed the held fraction is predicted."""
+
+import pytest
+from engine_helpers import TimedModel, config, simulate
+
+from oxygen_ros.engine.clock import ManualClock
+from oxygen_ros.engine.oxygen import OxygenEngine
+
+TARGET = 0.1
+REALTIME = dict(frame_period_s=TARGET, action_dt_s=0.3, blend_s=0.1, deadline_margin_s=0.02,
+                language_floor=0.2, memory_period_s=1.0, dialogue_max_tokens=10)  # H·dt = 1.2 s
+DECODE_S = 0.01
+QUESTIONS = {0.05: ["hi"], 0.3: ["what is that?", "and that?"], 1.0: ["stop"],
+             2.0: ["go on"], 2.05: ["tell me everything you see on the table right now"]}
+
+
+def engine_with_costs(tiny_model, action_path, **overrides):
+    clock = ManualClock()
+    model = TimedModel(tiny_model, clock, prefill=0.4 * action_path, actions=0.6 * action_path,
+                       extend=0.004, decode=DECODE_S)
+    return OxygenEngine(model, config(**(REALTIME | overrides)), clock=clock), clock
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1, 2, 4])
+def test_language_keeps_its_floor_and_the_plan_never_runs_out(tiny_model, ratio):
+    engine, clock = engine_with_costs(tiny_model, ratio * TARGET)
+    run = simulate(engine, clock, duration=8.0, delivery_s=0.01, arrivals=QUESTIONS)
+    floor = engine.config.language_floor * TARGET
+    assert engine.counters["deadline_misses"] == 0
+    assert run.held == 0 and run.commands > 300
+    # every frame: language worked for its floor (to within the one step that would have
+    # overrun it), or ran out of work first; and running requests advanced
+    for report in run.reports:
+        language_s = report.latency_s - report.chunk.latency_s
+        assert language_s >= floor - DECODE_S - 1e-9 or report.active_requests == 0, report
+        assert report.tokens >= 1 or report.active_requests == 0, report
+    # every dialogue request ends, and ends complete
+    finals = run.finals()
+    assert sorted(finals) == [1, 2, 3, 4, 5, 6]
+    assert {t.finish_reason for t in finals.values()} == {"length"}
+    assert sum(t.kind == "memory" and t.final for t in run.texts) >= 3
+    # frames come at the target period while it can be met, back to back beyond it
+    gaps = [b.chunk.stamp - a.chunk.stamp for a, b in zip(run.reports, run.reports[1:])]
+    assert max(gaps) <= max(TARGET, ratio * TARGET + floor) + 1 / 30 + 0.01 + 1e-9
+
+
+def test_frames_start_just_in_time_when_the_target_period_is_too_long_for_the_plan(tiny_model):
+    engine, clock = engine_with_costs(tiny_model, 0.2, frame_period_s=2.0, action_dt_s=0.25)
+    run = simulate(engine, clock, duration=6.0, arrivals={0.1: ["hi"]})
+    assert engine.counters["deadline_misses"] == 0 and run.held == 0
+    # H·dt = 1 s: a successor is due 0.9 s after its plan's observation, minus the margin
+    # and the action path: a frame every ~0.68 s instead of the 2 s target
+    gaps = [b.chunk.stamp - a.chunk.stamp for a, b in zip(run.reports, run.reports[1:])]
+    assert 0.6 <= min(gaps) and max(gaps) <= 0.72, gaps
+    assert run.finals()[1].finish_reason == "length"
+
+
+def test_a_plan_that_cannot_be_fed_holds_the_predicted_fraction(tiny_model):
+    # H·dt = 1.2 s, action path 0.7 s: a sequential engine cannot replace a chunk in time
+    engine, clock = engine_with_costs(tiny_model, 0.7, frame_period_s=0.5)
+    capacity = engine.timing.capacity()
+    assert not capacity.plan_fed and capacity.predicted_held_fraction > 0.1
+    run = simulate(engine, clock, duration=12.0, delivery_s=0.02, arrivals=QUESTIONS)
+    predicted = engine.timing.capacity().predicted_held_fraction
+    assert abs(run.held_fraction - predicted) <= 0.05, (run.held_fraction, predicted)
+    assert engine.counters["deadline_misses"] >= len(run.chunks) - 2
+    # language still progresses: every request ends complete
+    assert {t.finish_reason for t in run.finals().values()} == {"length"}
+    assert len(run.finals()) == 6
+
+
+def test_a_cold_cost_outlier_cannot_block_a_request(tiny_model):
+    clock = ManualClock()
+    # the first four prompt runs (start-up calibration) take 2 s each: the prompt estimate
+    # is far beyond any frame's budget
+    model = TimedModel(tiny_model, clock, prefill=0.02, actions=0.03,
+                       extend=[2.0, 2.0, 2.0, 2.0, 0.004], decode=0.01)
+    engine = OxygenEngine(model, config(**REALTIME), clock=clock)
+    assert engine.costs.extend_per_token() > TARGET
+    run = simulate(engine, clock, duration=3.0, arrivals={0.1: ["what do you see?"]})
+    assert run.finals()[1].finish_reason == "length"
+    assert engine.counters["deadline_misses"] == 0
+
+
+def test_requests_attach_to_the_newest_prefix_while_observations_are_absent(tiny_model):
+    engine, clock = engine_with_costs(tiny_model, 0.05)
+    run = simulate(engine, clock, duration=5.0, observations_until=1.0,
+                   arrivals={2.0: ["where is the cup?"], 3.0: ["and now?"]})
+    finals = run.finals()
+    assert [finals[i].finish_reason for i in (1, 2)] == ["length", "length"]
+    first = run.chunks[0].stamp    # no chunk without observations (camera stops at 1.0 s)
+    assert all(c.stamp - first < 1.0 for c in run.chunks)
+    assert all(arrival - first < 1.6 for arrival in run.arrivals)
+
+
+def test_without_any_observation_requests_wait_then_time_out_with_the_reason(tiny_model):
+    engine, clock = engine_with_costs(tiny_model, 0.05, request_timeout_s=1.0)
+    run = simulate(engine, clock, duration=3.0, observations_until=-1.0,
+                   arrivals={0.0: ["anyone there?"]})
+    assert not run.chunks
+    (final,) = run.finals().values()
+    assert final.finish_reason == "timeout" and final.text == ""
+    assert engine.counters["timed_out_requests"] == 1 and engine.pending_requests == 0
+
+
+def test_a_full_queue_ends_new_requests_at_once_with_the_reason(tiny_model):
+    engine, clock = engine_with_costs(tiny_model, 0.05, max_pending_requests=3)
+    run = simulate(engine, clock, duration=6.0, arrivals={0.2: ["q"] * 5})
+    reasons = {i: t.finish_reason for i, t in run.finals().items()}
+    assert reasons == {1: "length", 2: "length", 3: "length", 4: "queue_full",
+                       5: "queue_full"}
+    assert engine.counters["rejected_requests"] == 2
