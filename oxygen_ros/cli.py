@@ -124,44 +124,104 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
     return 0
 
 
-class _DemoProgress:
-    """One line of live stats per second, each finished answer once; ends the demo three
-    seconds after the replay has ended."""
+INFERENCE_STATUS = "oxygen_ros: inference"
 
-    def __init__(self, monitor, engine, replay):
-        self.monitor, self.engine, self.replay = monitor, engine, replay
+
+class _DemoProgress:
+    """One line of live stats per second (from what the monitor receives: commands, chunks,
+    text, the inference node's /diagnostics), each finished answer once; ends the demo once
+    the replay has ended and every request is answered (at most `drain_s` later)."""
+
+    def __init__(self, monitor, replay, drain_s: float = 30.0):
+        self.monitor, self.replay = monitor, replay
+        self.drain_s = drain_s
         self.shown = 0
         self.replay_ended_at = None
+        self.final_diagnostics = 0
 
     def __call__(self, elapsed: float) -> bool:
-        monitor, engine = self.monitor, self.engine
-        diag = monitor.diagnostics.get("oxygen_ros: inference", {})
-        print(f"[{elapsed:5.1f}s] actions {monitor.command_rate():5.1f} Hz | chunks "
-              f"{monitor.chunks:4d} | chunk latency p50 {diag.get('chunk_latency_ms_p50', '-'):>8}"
-              f" ms | tokens/s {diag.get('tokens_per_s', '-'):>7} | deadline misses "
-              f"{engine.counters['late_chunks']:3d} | KV pages {engine.cache.pool.used_pages:4d}/"
-              f"{engine.cache.pool.num_pages} | dialogue done {len(monitor.finished_dialogue)}"
-              f" | memory {len(monitor.summaries)}", flush=True)
+        monitor = self.monitor
+        diag = monitor.diagnostics.get(INFERENCE_STATUS, {})
+        print(f"[{elapsed:5.1f}s] actions {monitor.command_rate():5.1f} Hz (held "
+              f"{diag.get('held_command_fraction', '-')}) | chunks {monitor.chunks:3d} | "
+              f"chunk latency p50 {diag.get('chunk_latency_ms_p50', '-')} ms | deadline "
+              f"misses {diag.get('deadline_misses', '-')} | tokens/s "
+              f"{diag.get('tokens_per_s', '-')} | KV pages {diag.get('kv_pages_in_use', '-')}"
+              f" | dialogue done {len(monitor.finished_dialogue)} | memory "
+              f"{len(monitor.summaries)}", flush=True)
         for request_id, text in monitor.finished_dialogue[self.shown:]:
             print(f"          dialogue {request_id}: {text[:70]!r}", flush=True)
         self.shown = len(monitor.finished_dialogue)
         if self.replay.poll() is None:
             return True
         self.replay_ended_at = self.replay_ended_at or elapsed
-        return elapsed - self.replay_ended_at < 3.0
+        waited = elapsed - self.replay_ended_at
+        answered = (diag.get("pending_requests") == "0"
+                    and len(monitor.finished_dialogue) >= int(diag.get("dialogue_requests", 0)))
+        if answered and waited >= 1.0:
+            self.final_diagnostics += 1   # one more /diagnostics period: the final counters
+        return self.final_diagnostics < 2 and waited < self.drain_s
+
+
+def _stop_child(child, timeout: float = 5.0) -> None:
+    """SIGINT, then SIGKILL after `timeout` (rclpy traps SIGTERM)."""
+    import signal
+    import subprocess
+
+    if child.poll() is None:
+        child.send_signal(signal.SIGINT)
+    try:
+        child.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+SUMMARY_FROM_DIAGNOSTICS = (
+    "frames", "deadline_misses", "commands", "held_commands", "held_command_fraction",
+    "chunk_latency_ms_p50", "chunk_latency_ms_max", "action_path_ms_p95", "frame_period_s",
+    "frame_period_s_measured", "predicted_frame_period_s", "predicted_held_fraction",
+    "language_share", "chunk_age_ms", "language_floor", "language_tokens",
+    "dialogue_requests", "timed_out_requests", "rejected_requests", "torch_threads",
+    "kv_bytes_peak", "meets_targets")
+
+
+def demo_summary(monitor) -> dict:
+    """What a user judges the demo by, as an outside subscriber sees it: command rate as
+    received, answers and summaries received, and the inference node's final
+    /diagnostics (held commands, deadline misses, latencies, predictions)."""
+    times = list(monitor.command_times)
+    diag = monitor.diagnostics.get(INFERENCE_STATUS, {})
+
+    def value(key):
+        text = diag.get(key)
+        if text is None:
+            return None
+        if text in ("True", "False"):
+            return text == "True"
+        return float(text) if "." in text else int(text)
+
+    return {
+        "commands_hz": (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0,
+        "commands_received": len(times),
+        "action_chunks": monitor.chunks,
+        "dialogue_answers": len(monitor.finished_dialogue),
+        "memory_summaries": len(monitor.summaries),
+    } | {key: value(key) for key in SUMMARY_FROM_DIAGNOSTICS}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: replay the demo bag through camera_ingest -> inference on the CPU
-    preset, print live stats and a summary."""
+    preset, each node in its own process as the launch file runs them; this process
+    watches the outputs like a user's subscriber, prints live stats, a summary line and a
+    summary JSON."""
     _ros_environment()
+    import json
     import subprocess
 
     import rclpy
 
     from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
-    from oxygen_ros.ros.camera_ingest import CameraIngest
-    from oxygen_ros.ros.inference_node import InferenceNode
     from oxygen_ros.ros.monitor import OutputMonitor
 
     bag = Path(args.bag)
@@ -171,27 +231,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # the demo shows every output: commands on, a memory summary every 4 s of sensor time
     overrides = (["inference:dry_run:=false", "inference:memory_period_s:=4.0"]
                  + _node_overrides(args))
-    rclpy.init(args=_ros_args(args.config, overrides))
-    ingest, inference, monitor = CameraIngest(), InferenceNode(), OutputMonitor()
+    ros_args = _ros_args(args.config, overrides)[1:]
+    nodes = [subprocess.Popen([sys.executable, "-m", f"oxygen_ros.ros.{module}"] + ros_args)
+             for module in ("camera_ingest", "inference_node")]
+    rclpy.init(args=["oxygen-ros-demo"])
+    monitor = OutputMonitor()
+    # the replay starts once both nodes subscribe (the model loads and calibrates first)
     replay = subprocess.Popen([sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag),
-                               "--restamp", "--wait-for-subscribers", "10", "--delay", "0.5"])
-    engine = inference.engine
-    progress = _DemoProgress(monitor, engine, replay)
+                               "--restamp", "--wait-for-subscribers", "120", "--delay", "0.5"])
+    progress = _DemoProgress(monitor, replay)
     try:
-        _spin_nodes([ingest, inference, monitor], 0, progress)
+        _spin_nodes([monitor], 0, progress)
     finally:
-        if replay.poll() is None:
-            replay.terminate()
-        replay.wait(timeout=10)
-        counters, times = engine.counters, monitor.command_times
-        rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
-        print(f"summary: {counters['frames']} frames, {monitor.chunks} action chunks, "
-              f"{len(times)} commands ({rate:.1f} Hz), {counters['tokens']} language tokens, "
-              f"{len(monitor.finished_dialogue)} dialogue answers, {len(monitor.summaries)} "
-              f"memory summaries, {counters['late_chunks']} deadline misses, KV peak "
-              f"{engine.cache.pool.peak_bytes / 1e6:.2f} MB", flush=True)
-        for node in (ingest, inference, monitor):
-            node.destroy_node()
+        for child in [replay] + nodes:
+            _stop_child(child)
+        summary = demo_summary(monitor)
+        print(f"summary: {summary['frames']} frames, {summary['action_chunks']} action chunks, "
+              f"{summary['commands_received']} commands ({summary['commands_hz']:.1f} Hz, "
+              f"held fraction {summary['held_command_fraction']}), "
+              f"{summary['deadline_misses']} deadline misses, chunk latency p50 "
+              f"{summary['chunk_latency_ms_p50']} ms, {summary['language_tokens']} language "
+              f"tokens, {summary['dialogue_answers']}/{summary['dialogue_requests']} dialogue "
+              f"answers, {summary['memory_summaries']} memory summaries, "
+              f"{summary['torch_threads']} torch threads", flush=True)
+        if args.summary:
+            Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
+            print(f"wrote {args.summary}", flush=True)
+        monitor.destroy_node()
         rclpy.try_shutdown()
     return 0 if monitor.chunks > 0 and monitor.command_times else 1
 
@@ -203,10 +270,11 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
 
     import torch
 
+    from oxygen_ros.engine.threads import apply_torch_threads
     from oxygen_ros.model import benchmark
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    threads = apply_torch_threads(args.threads)
+    print(f"torch threads: {threads} (the inference node's choice unless --threads)")
     result = benchmark.run(args.preset, args.device, getattr(torch, args.dtype),
                            batches=tuple(args.batches), repeats=args.repeats)
     print(benchmark.report(result))
@@ -255,12 +323,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Engine benchmark: isolated, shared_kv and oxygen side by side on one workload."""
     from pathlib import Path
 
-    import torch
-
     from oxygen_ros.engine import benchmark
+    from oxygen_ros.engine.threads import apply_torch_threads
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_torch_threads(args.threads)
     workload = benchmark.Workload(
         preset=args.preset, frames=args.frames, denoise_steps=args.denoise_steps,
         cameras=args.cameras, decode_tokens=args.decode_tokens,
@@ -302,6 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="bag to replay; written first if missing (default build/demo_bag)")
     demo.add_argument("--duration", type=float, default=12.0,
                       help="length of a newly written demo bag in seconds (default 12)")
+    demo.add_argument("--summary", default="build/demo_summary.json",
+                      help="write the summary JSON here (default build/demo_summary.json)")
     demo.set_defaults(func=cmd_demo)
 
     run = sub.add_parser("run", help=cmd_run.__doc__)
@@ -367,7 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
                        choices=["bidirectional", "causal_prompt"])
     bench.add_argument("--seed", type=int, default=defaults.seed)
     bench.add_argument("--device", default=defaults.device)
-    bench.add_argument("--threads", type=int, default=0, help="torch CPU threads")
+    bench.add_argument("--threads", type=int, default=0,
+                       help="torch CPU threads (default 0: as the inference node, all cores "
+                            "but one)")
     bench.add_argument("--json", help="write the results to this JSON file (and a PNG beside)")
     bench.add_argument("--plot", help="PNG path (default: beside --json)")
     bench.set_defaults(func=cmd_bench)
@@ -380,7 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
                              help="decode batch sizes (default 1 4 16)")
     bench_model.add_argument("--repeats", type=int, default=5, help="timed repeats (median)")
     bench_model.add_argument("--threads", type=int, default=0,
-                             help="torch CPU threads (default: torch's choice)")
+                             help="torch CPU threads (default 0: as the inference node, all "
+                                  "cores but one)")
     bench_model.add_argument("--json", help="also write the numbers to this JSON file")
     bench_model.set_defaults(func=cmd_bench_model)
     return parser

@@ -57,9 +57,12 @@ def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     group = num_heads // kv_heads
     q = q.view(batch, tokens, kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
     q = q.reshape(batch, kv_heads, group * tokens, head_dim)
-    mask = mask[:, None, None].expand(batch, 1, group, tokens, mask.shape[-1])
+    if bool(mask.all()):
+        attn_mask = None   # everything visible (action tokens, bidirectional prefixes)
+    else:
+        mask = mask[:, None, None].expand(batch, 1, group, tokens, mask.shape[-1])
+        attn_mask = mask.reshape(batch, 1, group * tokens, -1)
     out = F.scaled_dot_product_attention(
-        q, keys.transpose(1, 2), values.transpose(1, 2),
-        attn_mask=mask.reshape(batch, 1, group * tokens, -1), scale=scale)
+        q, keys.transpose(1, 2), values.transpose(1, 2), attn_mask=attn_mask, scale=scale)
     out = out.view(batch, kv_heads, group, tokens, head_dim).permute(0, 3, 1, 2, 4)
     return out.reshape(batch, tokens, num_heads, head_dim)

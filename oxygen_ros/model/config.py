@@ -90,14 +90,16 @@ PRESETS = {
                            head_dim=256),
         vocab_size=257_152, num_cameras=3, action_horizon=50, action_dim=32,
         num_denoise_steps=10, max_prompt_tokens=200, tokenizer="paligemma", name="pi05"),
-    # CPU benchmarks: 3 cameras x 64 patches + prompt = a few hundred prefix tokens,
-    # ~30 M parameters; a three-task frame runs in well under a second on two cores.
+    # The CPU default: 3 cameras x 64 patches + prompt = a few hundred prefix tokens,
+    # ~25 M parameters. Sized for the real-time contract on two cores: a chunk from a new
+    # observation (~0.25 s on one torch thread) must leave room for its successor within
+    # the 1 s plan of 50 steps at 50 Hz (README: "The real-time contract").
     "small": ModelConfig(
         vision=VisionConfig(image_size=112, patch_size=14, width=384, depth=4, mlp_dim=1536,
                             num_heads=6),
-        vlm=GemmaConfig(width=512, depth=4, mlp_dim=2048, num_heads=8, num_kv_heads=1,
+        vlm=GemmaConfig(width=512, depth=4, mlp_dim=1024, num_heads=8, num_kv_heads=1,
                         head_dim=64),
-        expert=GemmaConfig(width=256, depth=4, mlp_dim=1024, num_heads=8, num_kv_heads=1,
+        expert=GemmaConfig(width=256, depth=4, mlp_dim=512, num_heads=8, num_kv_heads=1,
                            head_dim=64),
         vocab_size=260, num_cameras=3, action_horizon=50, action_dim=32, num_denoise_steps=10,
         max_prompt_tokens=200, name="small"),

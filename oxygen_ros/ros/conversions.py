@@ -94,7 +94,7 @@ def trajectory_msg(stamp: float, actions: np.ndarray, dt: float, joint_names: Se
 
 def dialogue_msg(chunk, stamp: float) -> DialogueChunk:
     msg = DialogueChunk(request_id=chunk.request_id, seq=chunk.seq, text=chunk.text,
-                        final=chunk.final)
+                        final=chunk.final, finish_reason=chunk.finish_reason)
     msg.header.stamp = to_time(stamp)
     return msg
 

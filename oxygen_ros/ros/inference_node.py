@@ -1,12 +1,18 @@
 """inference node: owns the OxyGen engine; observations and dialogue in, actions, text,
 memory summaries and diagnostics out.
 
-Threads: the engine runs control frames on its own thread; the control timer (own
-callback group) publishes per-step commands from the newest chunk, which the engine
-thread hands over by swapping one immutable reference (ActionStream) — the timer never
-waits for inference.
+Threads: the engine runs control frames on its own thread (FrameLoop: a frame when the
+plan in force needs a successor or the target period has passed, language in between);
+the control timer (own callback group) publishes per-step commands from the newest chunk,
+which the engine thread hands over by swapping one immutable reference (ActionStream) —
+the timer never waits for inference.
+
+Clocks: the engine schedules on its own monotonic clock; an observation's ROS stamp is
+carried over to it as the same age at receipt, so the plan deadline holds whether the
+node runs on wall or simulated time.
 """
 
+import dataclasses
 import sys
 import threading
 import time
@@ -23,7 +29,10 @@ from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_ros.engine.action_stream import ActionStream
 from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.engine.frame_loop import FrameLoop
+from oxygen_ros.engine.frame_timing import percentile
 from oxygen_ros.engine.oxygen import OxygenEngine
+from oxygen_ros.engine.threads import apply_torch_threads
 from oxygen_ros.model.loading import load_model
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
 from oxygen_ros.ros import conversions, diagnostics, qos
@@ -62,9 +71,16 @@ PARAMETERS = {
     "prefix_attention": ("", "bidirectional or causal_prompt; empty: the model's own"),
     "num_pages": (512, "KV pages in the unified pool (all tasks)"),
     "page_size": (16, "tokens per KV page"),
-    "frame_period_s": (0.1, "engine control frame period: one chunk per frame at most"),
-    "action_deadline_s": (0.1, "a chunk later than this after its frame start is a miss"),
-    "language_margin_s": (0.005, "kept free at the end of each frame"),
+    "torch_threads": (0, "torch CPU threads; 0: all cores but one"),
+    "frame_period_s": (0.1, "target time between engine frames (fresh chunks); a frame "
+                            "comes earlier when the plan in force needs its successor"),
+    "deadline_margin_s": (0.02, "a successor chunk is due this long before the plan in "
+                                "force runs out (on top of blend_s)"),
+    "language_floor": (0.1, "share of frame_period_s language always gets after a chunk"),
+    "request_timeout_s": (60.0, "a dialogue request not finished by then ends with "
+                                "finish_reason timeout (0: never)"),
+    "max_pending_requests": (64, "dialogue requests beyond this many waiting or running end "
+                                 "at once with finish_reason queue_full"),
     "tokens_per_frame": (4, "k: decode steps per frame for all language requests"),
     "max_tokens_per_frame": (8, "cap when language catches up after throttling"),
     "dialogue_max_tokens": (48, "max new tokens per dialogue answer"),
@@ -82,8 +98,11 @@ PARAMETERS = {
 }
 RANGES = {
     "control_rate_hz": FloatingPointRange(from_value=1.0, to_value=1000.0),
+    "language_floor": FloatingPointRange(from_value=0.0, to_value=1.0),
     "watchdog_ticks": IntegerRange(from_value=1, to_value=10_000),
     "num_pages": IntegerRange(from_value=1, to_value=10_000_000),
+    "max_pending_requests": IntegerRange(from_value=1, to_value=1_000_000),
+    "torch_threads": IntegerRange(from_value=0, to_value=1024),
 }
 
 
@@ -114,7 +133,7 @@ class InferenceNode(Node):
         # read once: the control tick and the observation callback run at tens of Hz
         self.watchdog_s = p("watchdog_ticks") * self.period
         self.watchdog_hold = p("watchdog_action") == "hold"
-        self.frame_period = p("frame_period_s")
+        self.torch_threads = apply_torch_threads(p("torch_threads"))
 
         self.model = load_model(preset=p("preset"), checkpoint=p("checkpoint"),
                                 tokenizer=p("tokenizer"), device=p("device"), dtype=p("dtype"),
@@ -129,11 +148,14 @@ class InferenceNode(Node):
             on_text=self._on_text, on_memory=self._on_memory)
         self.stream = ActionStream(p("blend_s"))
         self.counters: Counter = Counter()
-        self._latest: Optional[tuple] = None          # (Observation, receipt monotonic time)
+        # (Observation stamped on the engine clock, receipt monotonic time, ROS stamp)
+        self._latest: Optional[tuple] = None
+        self._frame_ros_stamp = 0.0                    # ROS stamp of the frame's observation
         self._stale = True
         self._last_command: Optional[np.ndarray] = None
         self._chunk_latencies: deque = deque(maxlen=50)
         self._command_times: deque = deque(maxlen=500)
+        self._frame_starts: deque = deque(maxlen=32)
         self._rates = (time.monotonic(), 0)
         self._reported_problems = 0
         self.problems = diagnostics.BurstLogger(self.get_logger())
@@ -163,8 +185,22 @@ class InferenceNode(Node):
                                         daemon=True)
         self._thread.start()
         self.get_logger().info(
-            f"model {self.model.description}; {p('num_pages')} KV pages; commands at "
-            f"{1 / self.period:.0f} Hz{' (dry run: not published)' if self.dry_run else ''}")
+            f"model {self.model.description}; {p('num_pages')} KV pages; "
+            f"{self.torch_threads} torch threads; commands at {1 / self.period:.0f} Hz"
+            f"{' (dry run: not published)' if self.dry_run else ''}")
+        self._meets_targets = None
+        self._report_capacity()
+
+    def _report_capacity(self) -> None:
+        """Say once what this machine can deliver (and again only when that changes)."""
+        capacity = self.engine.timing.capacity()
+        if capacity is None or capacity.meets_targets == self._meets_targets:
+            return
+        self._meets_targets = capacity.meets_targets
+        if capacity.meets_targets:
+            self.get_logger().info(f"real-time: {capacity.describe()}")
+        else:
+            self.get_logger().warning(f"real-time targets cannot be met: {capacity.describe()}")
 
     def _param(self, name):
         return self.get_parameter(name).value
@@ -177,8 +213,10 @@ class InferenceNode(Node):
             max_tokens_per_frame=p("max_tokens_per_frame"),
             dialogue_max_tokens=p("dialogue_max_tokens"),
             memory_max_tokens=p("memory_max_tokens"), memory_period_s=p("memory_period_s"),
-            control_period_s=p("frame_period_s"), action_deadline_s=p("action_deadline_s"),
-            language_margin_s=p("language_margin_s"), temperature=p("temperature"),
+            frame_period_s=p("frame_period_s"), action_dt_s=self.action_dt,
+            blend_s=p("blend_s"), deadline_margin_s=p("deadline_margin_s"),
+            language_floor=p("language_floor"), request_timeout_s=p("request_timeout_s"),
+            max_pending_requests=p("max_pending_requests"), temperature=p("temperature"),
             top_p=p("top_p"), seed=p("seed"))
 
     # -- inputs -------------------------------------------------------------------------
@@ -201,7 +239,10 @@ class InferenceNode(Node):
             self._bad_input(problem, f"in observation at {stamp:.3f}")
         if decoded.observation is None:
             return
-        self._latest = (decoded.observation, time.monotonic())
+        # the same age on the engine's clock: the plan deadline is physical time
+        engine_stamp = self.engine.clock.now() - (now - stamp)
+        observation = dataclasses.replace(decoded.observation, stamp=engine_stamp)
+        self._latest = (observation, time.monotonic(), stamp)
         self.counters["observations"] += 1
         self._wake.set()
 
@@ -214,7 +255,9 @@ class InferenceNode(Node):
                                                  f"{MAX_REQUEST_CHARS}")
             text = text[:MAX_REQUEST_CHARS]
         request_id = self.engine.submit_dialogue(text)
-        self.get_logger().info(f"dialogue request {request_id}: {text[:60]!r}")
+        self.counters["dialogue_requests"] += 1
+        self.get_logger().info(f"dialogue request {request_id}: {text[:60]!r}",
+                               throttle_duration_sec=1.0)
 
     def on_instruction(self, msg: String) -> None:
         self.instruction = msg.data
@@ -226,51 +269,51 @@ class InferenceNode(Node):
         return latest is not None and time.monotonic() - latest[1] <= self.watchdog_s
 
     def _engine_loop(self) -> None:
-        frame_period = self.frame_period
-        next_frame = time.perf_counter()
+        loop = FrameLoop(self.engine)
         while not self._stop.is_set() and self.context.ok():
-            fresh = self._fresh()
-            if not fresh and not self.engine.scheduler.running:
-                self._wake.wait(timeout=0.02)
-                self._wake.clear()
-                next_frame = time.perf_counter()
-                continue
-            delay = next_frame - time.perf_counter()
-            if delay > 0 and self._stop.wait(delay):
-                break
-            # a frame is due at next_frame; when the engine runs behind, lateness counts
-            # against the deadline but never more than one period of it
-            start = max(next_frame, time.perf_counter() - frame_period)
+            latest = self._latest if self._fresh() else None
+            observation = None
+            if latest is not None:
+                observation, _, self._frame_ros_stamp = latest
+            frames = self.engine.frames
             try:
-                if fresh:
-                    self.engine.step(self._latest[0], frame_start=start)
-                else:  # no actions without fresh observations, but answers keep coming
-                    self.engine.idle_step(frame_start=start)
+                pause = loop.run_once(observation)
             except Exception as error:  # a bad frame must not end the node
                 if not self.context.ok():
                     break  # shutting down: publishers are gone
                 self.counters["engine_errors"] += 1
                 self.get_logger().error(f"engine frame failed: {error!r}",
                                         throttle_duration_sec=5.0)
-            next_frame = max(next_frame + frame_period, time.perf_counter())
+                pause = self.engine.config.frame_period_s
+            if self.engine.frames > frames:
+                self._frame_starts.append(self.engine.clock.now())
+            if pause > 0 and self._wake.wait(pause):
+                self._wake.clear()
 
     def _on_chunk(self, chunk) -> None:
         self._chunk_latencies.append(chunk.latency_s)
+        if chunk.late:
+            self.problems.warn("deadline_miss", f"chunk {chunk.frame_id} took "
+                               f"{chunk.latency_s * 1e3:.0f} ms and arrived after the plan in "
+                               "force needed its successor")
         actions = chunk.actions[:, :len(self.joint_names)]
         if not np.isfinite(actions).all():
             return self._bad_input("non_finite_chunk", f"frame {chunk.frame_id} dropped")
         now = self.get_clock().now().nanoseconds * 1e-9
-        self.stream.push(actions, chunk.stamp, self.action_dt, now)
+        stamp = self._frame_ros_stamp     # the chunk's observation, in ROS time
+        self.stream.push(actions, stamp, self.action_dt, now)
         self.chunk_pub.publish(conversions.action_chunk_msg(
-            chunk.frame_id, chunk.stamp, chunk.actions, self.action_dt, self.joint_names))
+            chunk.frame_id, stamp, chunk.actions, self.action_dt, self.joint_names))
         if not self.dry_run:
             clamped = np.clip(actions, self.lower, self.upper)
-            first = max(0, int((now - chunk.stamp) / self.action_dt))
+            first = max(0, int((now - stamp) / self.action_dt))
             self.trajectory_pub.publish(conversions.trajectory_msg(
-                chunk.stamp, clamped, self.action_dt, self.joint_names, first))
+                stamp, clamped, self.action_dt, self.joint_names, first))
 
     def _on_text(self, chunk) -> None:
         if chunk.kind == "dialogue":  # memory text is published whole, as a MemorySummary
+            if chunk.final:
+                self.counters[f"dialogue_{chunk.finish_reason}"] += 1
             self.dialogue_pub.publish(conversions.dialogue_msg(
                 chunk, self.get_clock().now().nanoseconds * 1e-9))
 
@@ -299,7 +342,7 @@ class InferenceNode(Node):
         if result is None:
             return
         command, exhausted = result
-        self.counters["plan_exhausted"] += exhausted
+        self.counters["held_commands"] += exhausted
         if not np.isfinite(command).all():
             return self._bad_input("non_finite_command", "command skipped")
         clamped = np.clip(command, self.lower, self.upper)
@@ -309,44 +352,81 @@ class InferenceNode(Node):
 
     def _publish_command(self, command: np.ndarray) -> None:
         self._command_times.append(time.monotonic())
+        self.counters["commands"] += 1
         if not self.dry_run:
             self.command_pub.publish(Float64MultiArray(data=command.tolist()))
 
     # -- diagnostics ----------------------------------------------------------------------
+    def real_time_report(self) -> dict:
+        """The real-time contract in numbers, as /diagnostics and the demo summary give it."""
+        engine, capacity = self.engine, self.engine.timing.capacity()
+        commands, held = self.counters["commands"], self.counters["held_commands"]
+        starts = list(self._frame_starts)
+        gaps = [b - a for a, b in zip(starts, starts[1:])]
+        latencies = list(self._chunk_latencies)
+        report = {
+            "frame_period_s": engine.config.frame_period_s,
+            "frame_period_s_measured": percentile(gaps, 50) if gaps else 0.0,
+            "deadline_misses": engine.counters["deadline_misses"],
+            "commands": commands,
+            "held_commands": held,
+            "held_command_fraction": held / commands if commands else 0.0,
+            "chunk_latency_ms_p50": percentile(latencies, 50) * 1e3 if latencies else 0.0,
+            "chunk_latency_ms_max": max(latencies) * 1e3 if latencies else 0.0,
+            "action_path_ms_p95": engine.timing.action_path_p95() * 1e3,
+            "language_floor": engine.config.language_floor,
+            "torch_threads": self.torch_threads,
+        }
+        if capacity is not None:
+            report |= {
+                "predicted_frame_period_s": capacity.frame_period_s,
+                "predicted_held_fraction": capacity.predicted_held_fraction,
+                "language_share": capacity.language_share,
+                "chunk_age_ms": capacity.chunk_age_s * 1e3,
+                "meets_targets": capacity.meets_targets,
+            }
+        return report
+
     def publish_diagnostics(self) -> None:
         now = time.monotonic()
         since, tokens_before = self._rates
         tokens = self.engine.counters["tokens"]
         self._rates = (now, tokens)
         recent = [t for t in self._command_times if t > now - 1.0]
-        pool = self.engine.cache.pool
-        latencies = sorted(self._chunk_latencies)
+        pool, engine = self.engine.cache.pool, self.engine
         values = {
             "action_rate_hz": float(len(recent)),
-            "chunk_latency_ms_p50": latencies[len(latencies) // 2] * 1e3 if latencies else 0.0,
-            "chunk_latency_ms_max": latencies[-1] * 1e3 if latencies else 0.0,
-            "deadline_misses": self.engine.counters["late_chunks"],
             "tokens_per_s": (tokens - tokens_before) / max(now - since, 1e-6),
             "kv_pages_in_use": pool.used_pages,
             "kv_pages_total": pool.num_pages,
             "kv_bytes_in_use": pool.bytes_in_use,
             "kv_bytes_peak": pool.peak_bytes,
-            "pending_requests": self.engine.pending_requests,
-            "running_requests": len(self.engine.scheduler.running),
-            "frames": self.engine.counters["frames"],
-            "preemptions": self.engine.counters["preemptions"],
-            "throttled_frames": self.engine.counters["throttled_frames"],
+            "pending_requests": engine.pending_requests,
+            "running_requests": len(engine.scheduler.running),
+            "waiting_for_observation": engine.waiting_for_observation,
+            "timed_out_requests": engine.counters["timed_out_requests"],
+            "rejected_requests": engine.counters["rejected_requests"],
+            "frames": engine.counters["frames"],
+            "language_tokens": engine.counters["tokens"],
+            "preemptions": engine.counters["preemptions"],
+            "throttled_frames": engine.counters["throttled_frames"],
             "dry_run": self.dry_run,
             "watchdog": "stale" if self._stale else "ok",
-        } | {f"kv_bytes_{owner}": n for owner, n in pool.bytes_by_owner().items()} \
+        } | self.real_time_report() \
+          | {f"kv_bytes_{owner}": n for owner, n in pool.bytes_by_owner().items()} \
           | dict(self.counters)
-        problems = (self.engine.counters["late_chunks"] + self.counters["engine_errors"]
+        self._report_capacity()
+        problems = (engine.counters["deadline_misses"] + self.counters["engine_errors"]
                     + sum(n for k, n in self.counters.items() if k in BAD_INPUTS))
         new_problems, self._reported_problems = problems - self._reported_problems, problems
+        capacity = engine.timing.capacity()
         if self._stale or not self._thread.is_alive():
             level = diagnostics.ERROR
             message = ("engine thread stopped" if not self._thread.is_alive()
                        else "no fresh observations: actions stopped")
+        elif capacity is not None and not capacity.meets_targets:
+            level = diagnostics.WARN
+            message = f"real-time targets cannot be met: {capacity.describe()}"
         elif new_problems:
             level, message = diagnostics.WARN, f"{new_problems} deadline misses or bad inputs"
         else:

@@ -34,7 +34,8 @@ def action_chunk() -> ActionChunk:
 
 
 def dialogue_chunk() -> DialogueChunk:
-    return DialogueChunk(request_id=2**63 + 5, seq=17, text="hello, wörld\n", final=True)
+    return DialogueChunk(request_id=2**63 + 5, seq=17, text="hello, wörld\n", final=True,
+                         finish_reason="timeout")
 
 
 def memory_summary() -> MemorySummary:
