@@ -58,7 +58,6 @@ class EngineCore:
         self.frames = 0
         self.next_frame_at: Optional[float] = None   # engine clock; None before any frame
         self._dialogue_ids = itertools.count(1)      # the ids clients see, in arrival order
-        self._memory_ids = itertools.count(1)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._events: list = []
         self.max_prefix_tokens = (len(config.camera_names) * model.config.image_tokens_per_camera
@@ -119,7 +118,7 @@ class EngineCore:
         self.timing.observe_age(start - observation.stamp)
         self._drain_inbox()
         self._expire()
-        memory = self.memory.observe(observation, frame_id, next(self._memory_ids), began)
+        memory = self.memory.observe(observation, frame_id, began)
         if memory is not None:
             self.scheduler.submit(memory)
         prefix = self.build_prefix(observation)

@@ -74,6 +74,12 @@ class FrameTiming:
     def __init__(self, config: EngineConfig, action_horizon: int, window: int = 32):
         self.period = config.frame_period_s
         self.horizon_s = action_horizon * config.action_dt_s
+        if self.period is not None and self.horizon_s <= config.blend_s + config.deadline_margin_s:
+            raise ValueError(
+                f"a plan of {action_horizon} steps x action_dt_s {config.action_dt_s:g} s = "
+                f"{self.horizon_s:g} s leaves no time for a successor after blend_s "
+                f"{config.blend_s:g} s + deadline_margin_s {config.deadline_margin_s:g} s: "
+                "lengthen action_dt_s or shorten blend_s")
         self.blend_s = config.blend_s
         self.margin_s = config.deadline_margin_s
         self.floor_s = config.language_floor * (self.period or 0.0)

@@ -1,6 +1,7 @@
 """MemoryTask: every memory_period_s of sensor time, a summary of the frames since the last
 one, decoded over the current observation and a memory prompt holding the previous summary."""
 
+import itertools
 from typing import Optional
 
 import torch
@@ -22,10 +23,11 @@ class MemoryTask:
         self.window_start: Optional[float] = None
         self.first_frame = 0
         self.in_flight: Optional[LanguageRequest] = None
+        self._ids = itertools.count(1)
         self._window = (0.0, 0.0, 0)   # start, end, frames of the request in flight
 
     def observe(self, observation: Observation, frame_id: int,
-                request_id: int, now: float) -> Optional[LanguageRequest]:
+                now: float) -> Optional[LanguageRequest]:
         """A summary request when the period has elapsed (and none is in flight)."""
         if self.config.memory_period_s <= 0:
             return None
@@ -36,6 +38,7 @@ class MemoryTask:
             return None
         text = self.config.memory_template.format(previous=self.previous[-MAX_PREVIOUS_CHARS:],
                                                   first=self.first_frame, last=frame_id)
+        request_id = next(self._ids)
         self.in_flight = LanguageRequest(
             id=request_id, kind="memory", priority=MEMORY_PRIORITY,
             prompt=self.tokenizer.encode(text, bos=False),

@@ -318,8 +318,12 @@ class InferenceNode(Node):
                 chunk, self.get_clock().now().nanoseconds * 1e-9))
 
     def _on_memory(self, summary) -> None:
-        self.memory_pub.publish(conversions.memory_msg(
-            summary, self.get_clock().now().nanoseconds * 1e-9))
+        # the window's stamps back from the engine's clock to ROS time
+        now = self.get_clock().now().nanoseconds * 1e-9
+        offset = now - self.engine.clock.now()
+        summary = dataclasses.replace(summary, window_start=summary.window_start + offset,
+                                      window_end=summary.window_end + offset)
+        self.memory_pub.publish(conversions.memory_msg(summary, now))
         self.get_logger().info(f"memory summary of {summary.frames} frames")
 
     # -- the control timer -----------------------------------------------------------------
@@ -436,9 +440,10 @@ class InferenceNode(Node):
             diagnostics.status("oxygen_ros: inference", self.get_name(), level, message, values)))
 
     def destroy_node(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=5.0)
+        if hasattr(self, "_thread"):   # (not if the constructor failed before starting it)
+            self._stop.set()
+            self._wake.set()
+            self._thread.join(timeout=5.0)
         super().destroy_node()
 
 

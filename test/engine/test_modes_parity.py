@@ -46,7 +46,7 @@ def test_oxygen_streams_each_request_in_order_and_finishes_it_once(tiny_model):
     engine, events = run(OxygenEngine, tiny_model, {0: ["a"], 1: ["b", "c"]}, frames)
     by_request = {}
     for chunk in events.texts:
-        by_request.setdefault(chunk.request_id, []).append(chunk)
+        by_request.setdefault((chunk.kind, chunk.request_id), []).append(chunk)
     for chunks in by_request.values():
         assert [c.seq for c in chunks] == list(range(len(chunks)))
         assert [c.final for c in chunks] == [False] * (len(chunks) - 1) + [True]

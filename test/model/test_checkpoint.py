@@ -366,7 +366,7 @@ def test_the_inference_node_runs_a_checkpoint_given_by_parameters(tmp_path, refe
     directory = write_openpi(tmp_path / "ckpt", reference)
     node = InferenceNode(context=rclpy_context, cli_args=[
         "--ros-args", "-p", f"checkpoint:={directory}", "-p", f"tokenizer:={_tokenizer(tmp_path)}",
-        "-p", "asset_id:=trossen", "-p", "dtype:=bfloat16"])
+        "-p", "asset_id:=trossen", "-p", "dtype:=bfloat16", "-p", "action_dt_s:=0.1"])
     try:
         assert node.model.description.startswith(f"openpi checkpoint {directory}")
         assert "assets/trossen/norm_stats.json (quantile)" in node.model.description
