@@ -52,7 +52,9 @@ def _spin_nodes(nodes, duration: float, on_second=None) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """camera_ingest and inference in one process (no launch_ros needed; lowest latency)."""
+    """camera_ingest and inference in one process (no launch_ros needed; the launch file and
+    the demo run each node in its own process, which keeps image decoding off the engine's
+    interpreter)."""
     _ros_environment()
     import rclpy
 
