@@ -68,10 +68,11 @@ class OxygenEngine(EngineCore):
         return self.cache
 
     def run_frame(self, frame_id, observation, prefix, start, began):
+        # the previous prefix stays indexed: unchanged pages are found again, not recomputed
+        self.release_newest()
         table = self.prefill_for_actions(prefix)
         actions = self.actions.run([table], self.cache, frame_id)
         chunk = self.emit_chunk(frame_id, observation, actions, start, began)
-        self.release_newest()
         self.newest = (table, prefix, frame_id)
         actions_done = self.clock.now()
         _, allowed = self.language(self.timing.language_until(start, actions_done))
@@ -103,9 +104,8 @@ class OxygenEngine(EngineCore):
             self.newest = None
 
     def prefill_for_actions(self, prefix: Prefix) -> PageTable:
-        """The frame's prefix pages, unpinning the previous prefix and then preempting
-        language until they fit: actions never fail for lack of pages (the pool is checked
-        at start-up to hold one prefix)."""
+        """The frame's prefix pages, preempting language until they fit: actions never fail
+        for lack of pages (the pool is checked at start-up to hold one prefix)."""
         while True:
             computed = self.model.counters["prefix_tokens_computed"]
             started = self.clock.now()
@@ -114,9 +114,6 @@ class OxygenEngine(EngineCore):
                 self.costs.observe_prefill(self.model.counters["prefix_tokens_computed"] - computed,
                                            self.clock.now() - started)
                 return table
-            if self.newest is not None:
-                self.release_newest()
-                continue
             victim = self.scheduler.victim()
             if victim is None:
                 raise RuntimeError("KV pool cannot hold the observation prefix")
