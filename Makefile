@@ -17,6 +17,7 @@ export PYTHONUNBUFFERED := 1
 
 PY_SOURCES := $(shell find oxygen_ros -name '*.py' -not -path '*/__pycache__/*')
 BUILD_INPUTS := CMakeLists.txt package.xml cmake/entry_point.py.in $(wildcard msg/*.msg) \
+                $(wildcard action/*.action) \
                 $(wildcard launch/*) $(wildcard config/*) $(PY_SOURCES)
 
 .PHONY: setup run test clean

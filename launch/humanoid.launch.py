@@ -1,23 +1,32 @@
-"""Starts camera_ingest and inference with the parameters in config/humanoid.yaml.
+"""Starts camera_ingest and inference with a parameters YAML.
 
-Arguments: config_file, preset, checkpoint, tokenizer, dry_run, use_sim_time, and topic
-remappings for the joint states and the command outputs."""
+The YAML is the source of truth: config_file (default: the preset's shipped YAML,
+config/humanoid.yaml for small) gives every parameter, and the arguments preset,
+checkpoint, tokenizer, dry_run and autostart override it only when given. When a node
+exits, the whole launch shuts down (respawn:=true restarts it instead). Also: use_sim_time
+and remappings for the joint states and the command outputs. The decisions live in
+oxygen_ros.ros.launch_plan (tested without launch_ros)."""
+
+from pathlib import Path
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
+from oxygen_ros.ros import launch_plan
+
 ARGUMENTS = {
-    "config_file": (PathJoinSubstitution([FindPackageShare("oxygen_ros"), "config",
-                                          "humanoid.yaml"]),
-                    "parameters YAML for camera_ingest and inference"),
-    "preset": ("small", "model preset: pi05, small or tiny (used without a checkpoint)"),
-    "checkpoint": ("", "π0.5 checkpoint directory (openpi PyTorch or lerobot pi05 layout)"),
-    "tokenizer": ("", "PaliGemma SentencePiece .model file (needed with a checkpoint)"),
-    "dry_run": ("true", "compute and report, but publish no commands or trajectories"),
+    "config_file": ("", "parameters YAML for camera_ingest and inference "
+                        "(default: the preset's shipped YAML, humanoid.yaml for small)"),
+    "preset": ("", "model preset: small, tiny or pi05 (default: the YAML's)"),
+    "checkpoint": ("", "π0.5 checkpoint directory (default: the YAML's)"),
+    "tokenizer": ("", "PaliGemma SentencePiece .model file (default: the YAML's)"),
+    "dry_run": ("", "true: publish no commands or trajectories (default: the YAML's)"),
+    "autostart": ("", "false: leave inference unconfigured for a lifecycle manager "
+                      "(default: the YAML's, true)"),
+    "respawn": ("false", "restart a node that exits instead of shutting everything down"),
     "use_sim_time": ("false", "use /clock (true when replaying bags with --clock)"),
     "joint_states_topic": ("/joint_states", "robot joint states"),
     "command_topic": ("/oxygen/joint_command", "per-step Float64MultiArray commands"),
@@ -25,23 +34,29 @@ ARGUMENTS = {
 }
 
 
+def _nodes(context):
+    arguments = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
+    share = FindPackageShare("oxygen_ros").perform(context)
+    config = str(launch_plan.config_file(arguments, Path(share) / "config"))
+    sim_time = {"use_sim_time": arguments["use_sim_time"].lower() in launch_plan.TRUE}
+    respawn = launch_plan.on_node_exit(arguments) == "respawn"
+    exit_policy = dict(respawn=True, respawn_delay=2.0) if respawn else dict(on_exit=Shutdown())
+    return [
+        Node(package="oxygen_ros", executable="camera_ingest", name="camera_ingest",
+             parameters=[config, sim_time], output="screen",
+             remappings=[("/joint_states", arguments["joint_states_topic"])], **exit_policy),
+        Node(package="oxygen_ros", executable="inference", name="inference",
+             parameters=[config, sim_time, launch_plan.inference_overrides(arguments)],
+             output="screen",
+             remappings=[("/oxygen/joint_command", arguments["command_topic"]),
+                         ("/oxygen/joint_trajectory", arguments["trajectory_topic"])],
+             **exit_policy),
+    ]
+
+
 def generate_launch_description() -> LaunchDescription:
-    config = LaunchConfiguration("config_file")
-    sim_time = {"use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"),
-                                               value_type=bool)}
     return LaunchDescription([
         *(DeclareLaunchArgument(name, default_value=default, description=description)
           for name, (default, description) in ARGUMENTS.items()),
-        Node(package="oxygen_ros", executable="camera_ingest", name="camera_ingest",
-             parameters=[config, sim_time], output="screen",
-             remappings=[("/joint_states", LaunchConfiguration("joint_states_topic"))]),
-        Node(package="oxygen_ros", executable="inference", name="inference",
-             parameters=[config, sim_time, {
-                 "preset": LaunchConfiguration("preset"),
-                 "checkpoint": LaunchConfiguration("checkpoint"),
-                 "tokenizer": LaunchConfiguration("tokenizer"),
-                 "dry_run": ParameterValue(LaunchConfiguration("dry_run"), value_type=bool)}],
-             output="screen",
-             remappings=[("/oxygen/joint_command", LaunchConfiguration("command_topic")),
-                         ("/oxygen/joint_trajectory", LaunchConfiguration("trajectory_topic"))]),
+        OpaqueFunction(function=_nodes),
     ])

@@ -3,8 +3,6 @@
 import argparse
 import os
 import sys
-import threading
-import time
 from pathlib import Path
 
 
@@ -29,47 +27,19 @@ def _node_overrides(args: argparse.Namespace) -> list[str]:
     return overrides + list(args.param or [])
 
 
-def _spin_nodes(nodes, duration: float, on_second=None) -> None:
-    """Spin nodes in one process (yielding multi-threaded executor) for `duration` s (0: until
-    Ctrl-C), calling on_second(elapsed) once a second."""
-    from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
-
-    executor = YieldingMultiThreadedExecutor(num_threads=4)
-    for node in nodes:
-        executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
-    start = time.monotonic()
-    try:
-        while not duration or time.monotonic() - start < duration:
-            time.sleep(1.0)
-            if on_second and on_second(time.monotonic() - start) is False:
-                break
-    except KeyboardInterrupt:
-        pass
-    finally:
-        executor.shutdown(timeout_sec=2.0)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     """camera_ingest and inference in one process (no launch_ros needed; the launch file and
     the demo run each node in its own process, which keeps image decoding off the engine's
-    interpreter)."""
+    interpreter). Ctrl-C or SIGTERM stops both cleanly."""
     _ros_environment()
-    import rclpy
-
     from oxygen_ros.ros.camera_ingest import CameraIngest
+    from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
     from oxygen_ros.ros.inference_node import InferenceNode
+    from oxygen_ros.ros.run_node import run_nodes
 
-    rclpy.init(args=_ros_args(args.config, _node_overrides(args)))
-    nodes = [CameraIngest(), InferenceNode()]
-    try:
-        _spin_nodes(nodes, args.duration)
-    finally:
-        for node in nodes:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_nodes([CameraIngest, InferenceNode], _ros_args(args.config, _node_overrides(args)),
+                     make_executor=lambda: YieldingMultiThreadedExecutor(num_threads=4),
+                     duration=args.duration)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -77,8 +47,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _ros_environment()
     import rclpy
     from rclpy.node import Node
+    from rclpy.signals import SignalHandlerOptions
 
-    from oxygen_ros.ros.bag import BagReplayer
+    from oxygen_ros.ros.bag import BagReplayer, load_qos_overrides
+    from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
 
     remap = {}
     for item in args.remap or []:
@@ -86,25 +58,26 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if not sep:
             raise SystemExit(f"--remap takes OLD:=NEW, got {item!r}")
         remap[old] = new
-    rclpy.init(args=["oxygen-ros-replay"])
+    rclpy.init(args=["oxygen-ros-replay"], signal_handler_options=SignalHandlerOptions.NO)
+    stop = install_stop_signals()   # Ctrl-C ends the replay where it is
     node = Node("oxygen_replay")
-    stop = threading.Event()
     replayer = None
     try:
+        overrides = load_qos_overrides(args.qos_overrides) if args.qos_overrides else None
         replayer = BagReplayer(node, args.bag, rate=args.rate, loop=args.loop,
                                start_offset_s=args.start_offset, remap=remap,
-                               restamp=args.restamp, clock_hz=args.clock, topics=args.topics)
+                               restamp=args.restamp, clock_hz=args.clock, topics=args.topics,
+                               qos_overrides=overrides)
         print(f"replaying {args.bag} ({replayer.duration_s:.1f} s) at {args.rate}x", flush=True)
         if args.wait_for_subscribers:
-            missing = replayer.wait_for_subscribers(args.wait_for_subscribers)
+            missing = replayer.wait_for_subscribers(args.wait_for_subscribers, stop)
             if missing:
                 print(f"no subscriber yet on {missing}; replaying anyway", flush=True)
-        time.sleep(args.delay)  # let subscribers discover the publishers
+        stop.wait(args.delay)  # let subscribers discover the publishers
         stats = replayer.run(stop)
         print(f"published {stats.published} messages: {stats.by_topic}", flush=True)
-    except KeyboardInterrupt:
-        stop.set()
     finally:
+        ignore_stop_signals()
         if replayer is not None:
             replayer.close()
         node.destroy_node()
@@ -222,9 +195,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import subprocess
 
     import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
 
     from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
     from oxygen_ros.ros.monitor import OutputMonitor
+    from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals, spin_until
 
     bag = Path(args.bag)
     if not bag.exists():
@@ -236,15 +212,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     ros_args = _ros_args(args.config, overrides)[1:]
     nodes = [subprocess.Popen([sys.executable, "-m", f"oxygen_ros.ros.{module}"] + ros_args)
              for module in ("camera_ingest", "inference_node")]
-    rclpy.init(args=["oxygen-ros-demo"])
+    rclpy.init(args=["oxygen-ros-demo"], signal_handler_options=SignalHandlerOptions.NO)
+    stop = install_stop_signals()   # Ctrl-C reaches the nodes too: they stop cleanly
     monitor = OutputMonitor()
     # the replay starts once both nodes subscribe (the model loads and calibrates first)
     replay = subprocess.Popen([sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag),
                                "--restamp", "--wait-for-subscribers", "120", "--delay", "0.5"])
     progress = _DemoProgress(monitor, replay)
+    executor = SingleThreadedExecutor()
+    executor.add_node(monitor)
     try:
-        _spin_nodes([monitor], 0, progress)
+        spin_until(executor, stop, every_second=progress)
     finally:
+        ignore_stop_signals()
         for child in [replay] + nodes:
             _stop_child(child)
         summary = demo_summary(monitor)
@@ -260,6 +240,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
             Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
             print(f"wrote {args.summary}", flush=True)
+        executor.shutdown()
         monitor.destroy_node()
         rclpy.try_shutdown()
     return 0 if monitor.chunks > 0 and monitor.command_times else 1
@@ -389,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--topics", nargs="+", help="replay only these topics")
     replay.add_argument("--restamp", action="store_true",
                         help="rewrite header stamps to the current time (wall-clock nodes)")
+    replay.add_argument("--qos-overrides", metavar="YAML",
+                        help="per-topic QoS (history, depth, reliability, durability), as "
+                             "ros2 bag play --qos-profile-overrides-path takes")
     replay.add_argument("--clock", type=float, default=0.0, metavar="HZ",
                         help="publish /clock from bag time at HZ (use_sim_time nodes)")
     replay.add_argument("--wait-for-subscribers", type=float, default=0.0, metavar="S",

@@ -81,12 +81,24 @@ class EngineCore:
         self._inbox.put((request_id, text, max_tokens, self.clock.now()))
         return request_id
 
+    def cancel_dialogue(self, request_id: int) -> None:
+        """End a dialogue request from any thread (finish_reason cancelled, pages freed at the
+        engine's next step); nothing happens if it has already ended."""
+        self._inbox.put((request_id, None, None, None))
+
+    def drain(self) -> None:
+        """Take new requests and cancellations now (engine thread; frames do it too)."""
+        self._drain_inbox()
+
     def _drain_inbox(self) -> None:
         while True:
             try:
                 request_id, text, max_tokens, arrival = self._inbox.get_nowait()
             except queue.Empty:
                 return
+            if text is None:
+                self._cancel(request_id)
+                continue
             request = self.dialogue.request(request_id, text, arrival, max_tokens)
             self.counters["dialogue_requests"] += 1
             self.counters["truncated_requests"] += request.truncated
@@ -99,6 +111,13 @@ class EngineCore:
                 self._text(request, "", final=True)
                 continue
             self.scheduler.submit(request)
+
+    def _cancel(self, request_id: int) -> None:
+        for request in (*self.scheduler.running, *self.scheduler.waiting):
+            if request.kind == "dialogue" and request.id == request_id:
+                self.counters["cancelled_requests"] += 1
+                self._finish(request, "cancelled")
+                return
 
     def _expire(self) -> None:
         for request in self.scheduler.expired(self.clock.now()):
@@ -251,6 +270,13 @@ class EngineCore:
 
     def reset_peaks(self) -> None:
         raise NotImplementedError
+
+    @property
+    def pending_dialogue(self) -> int:
+        """Dialogue requests waiting or running, and those not taken in yet."""
+        return (sum(r.kind == "dialogue" for r in (*self.scheduler.waiting,
+                                                   *self.scheduler.running))
+                + self._inbox.qsize())
 
     @property
     def pending_requests(self) -> int:

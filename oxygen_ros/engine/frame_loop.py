@@ -19,6 +19,7 @@ class FrameLoop:
         """One unit of work given the newest fresh observation (None: none is fresh, actions
         are stopped); returns how long the caller may sleep before the next call."""
         engine, now = self.engine, self.engine.clock.now()
+        engine.drain()   # a cancelled request frees its pages now, not at the next frame
         if observation is None:
             if self.last_stamp is not None:   # actions stopped: the next chunk starts anew
                 self.last_stamp = None

@@ -21,7 +21,7 @@ class TextChunk:
     seq: int                     # 0, 1, 2, ... per request
     text: str
     final: bool
-    finish_reason: str = ""      # on the final chunk: eos, length, timeout or queue_full
+    finish_reason: str = ""      # on the final chunk: eos, length, timeout, queue_full, cancelled
 
 
 @dataclass(frozen=True)

@@ -165,13 +165,44 @@ class ReplayStats:
     by_topic: dict = field(default_factory=dict)
 
 
+# Topics the package latches (transient local): replayed latched even from a bag that
+# recorded no QoS, so subscribers that start after the replay still get them.
+LATCHED_TOPICS = ("/oxygen/instruction",)
+QOS_KEYS = {"history": ("keep_last", "keep_all"), "reliability": ("reliable", "best_effort"),
+            "durability": ("volatile", "transient_local")}
+
+
+def load_qos_overrides(path: str | Path) -> dict:
+    """A QoS override file as `ros2 bag play --qos-profile-overrides-path` takes it:
+    topic: {history, depth, reliability, durability} (any subset)."""
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of topic -> QoS settings")
+    for topic, settings in data.items():
+        if not isinstance(settings, dict):
+            raise ValueError(f"{path}: {topic}: expected a mapping of QoS settings")
+        for key, value in settings.items():
+            if key == "depth":
+                if not isinstance(value, int) or value < 0:
+                    raise ValueError(f"{path}: {topic}: depth must be a non-negative integer")
+            elif key not in QOS_KEYS or str(value).lower() not in QOS_KEYS[key]:
+                raise ValueError(f"{path}: {topic}: {key}: {value!r} is not one of "
+                                 f"{QOS_KEYS.get(key, ('depth',) + tuple(QOS_KEYS))}")
+    return data
+
+
 class BagReplayer:
-    """Publishes a bag's records through `node` on the recorded schedule."""
+    """Publishes a bag's records through `node` on the recorded schedule.
+
+    QoS per topic: what the bag recorded as offered, else reliable depth 10 (transient
+    local for the package's latched topics); `qos_overrides` (load_qos_overrides) win."""
 
     def __init__(self, node, path: str | Path, rate: float = 1.0, loop: bool = False,
                  start_offset_s: float = 0.0, remap: Optional[dict] = None,
                  restamp: bool = False, clock_hz: float = 0.0,
-                 topics: Optional[Sequence[str]] = None):
+                 topics: Optional[Sequence[str]] = None, qos_overrides: Optional[dict] = None):
         from rclpy.qos import (
             DurabilityPolicy,
             HistoryPolicy,
@@ -206,6 +237,13 @@ class BagReplayer:
                 if offered[0].durability == QosDurability.TRANSIENT_LOCAL:
                     profile.durability = DurabilityPolicy.TRANSIENT_LOCAL
             topic = self.remap.get(connection.topic, connection.topic)
+            if not offered and topic in LATCHED_TOPICS:
+                profile.depth, profile.durability = 1, DurabilityPolicy.TRANSIENT_LOCAL
+            for name, value in (qos_overrides or {}).get(topic, {}).items():
+                value = value if name == "depth" else getattr(
+                    {"history": HistoryPolicy, "reliability": ReliabilityPolicy,
+                     "durability": DurabilityPolicy}[name], str(value).upper())
+                setattr(profile, name, value)
             key = (topic, connection.msgtype)
             if key not in self._publishers:
                 self._publishers[key] = node.create_publisher(message_class(connection.msgtype),
@@ -216,16 +254,17 @@ class BagReplayer:
         self._clock_period = 1.0 / clock_hz if clock_hz > 0 else math.inf
         self._clock_class = Clock
 
-    def wait_for_subscribers(self, timeout_s: float) -> list[str]:
-        """Wait until every replayed topic has a subscriber (or the timeout); the topics
-        still without one."""
+    def wait_for_subscribers(self, timeout_s: float,
+                             stop: Optional[threading.Event] = None) -> list[str]:
+        """Wait until every replayed topic has a subscriber (or the timeout, or `stop`); the
+        topics still without one."""
         deadline = time.monotonic() + timeout_s
+        stop = stop or threading.Event()
         while True:
             missing = sorted(topic for (topic, _), pub in self._publishers.items()
                              if pub.get_subscription_count() == 0)
-            if not missing or time.monotonic() >= deadline:
+            if not missing or time.monotonic() >= deadline or stop.wait(0.05):
                 return missing
-            time.sleep(0.05)
 
     @property
     def duration_s(self) -> float:

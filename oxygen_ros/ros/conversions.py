@@ -2,7 +2,7 @@
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
@@ -92,9 +92,12 @@ def trajectory_msg(stamp: float, actions: np.ndarray, dt: float, joint_names: Se
     return msg
 
 
-def dialogue_msg(chunk, stamp: float) -> DialogueChunk:
-    msg = DialogueChunk(request_id=chunk.request_id, seq=chunk.seq, text=chunk.text,
-                        final=chunk.final, finish_reason=chunk.finish_reason)
+def dialogue_msg(chunk, stamp: float, request_id: Optional[int] = None) -> DialogueChunk:
+    """A text chunk as DialogueChunk; request_id: the id its client knows (default the
+    engine's)."""
+    msg = DialogueChunk(request_id=chunk.request_id if request_id is None else request_id,
+                        seq=chunk.seq, text=chunk.text, final=chunk.final,
+                        finish_reason=chunk.finish_reason)
     msg.header.stamp = to_time(stamp)
     return msg
 

@@ -1,6 +1,12 @@
 """inference node: owns the OxyGen engine; observations and dialogue in, actions, text,
 memory summaries and diagnostics out.
 
+A managed (lifecycle) node: `configure` loads the weights and calibrates, and from then on
+the engine runs (chunks, dialogue, memory and diagnostics are published); `activate` starts
+the per-step commands and trajectories, `deactivate` stops them at once; `cleanup` and
+`shutdown` stop the engine and release the model. With autostart (the default) the node
+configures and activates itself.
+
 Threads: the engine runs control frames on its own thread (FrameLoop: a frame when the
 plan in force needs a successor or the target period has passed, language in between);
 the control timer (own callback group) publishes per-step commands from the newest chunk,
@@ -23,7 +29,7 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
@@ -36,10 +42,10 @@ from oxygen_ros.engine.threads import apply_torch_threads
 from oxygen_ros.model.loading import load_model
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
 from oxygen_ros.ros import conversions, diagnostics, qos
+from oxygen_ros.ros.dialogue_router import DialogueRouter
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.run_node import run_node
 
-MAX_REQUEST_CHARS = 4096   # longer dialogue text is cut before tokenization (and counted)
 BAD_INPUTS = {"future_stamp", "stale_stamp", "malformed_observation", "unknown_camera",
               "bad_image", "no_usable_camera", "missing_camera", "joint_names_mismatch",
               "non_finite_state", "empty_request", "truncated_request", "non_finite_chunk",
@@ -55,6 +61,7 @@ PARAMETERS = {
     "trajectory_topic": ("/oxygen/joint_trajectory", "trajectory_msgs/JointTrajectory per chunk"),
     "dialogue_topic": ("/oxygen/dialogue", "oxygen_ros/DialogueChunk stream"),
     "memory_topic": ("/oxygen/memory", "oxygen_ros/MemorySummary"),
+    "ask_action": ("/oxygen/ask", "oxygen_ros/action/Ask server (dialogue with feedback)"),
     "default_instruction": ("", "instruction used until one arrives"),
     "camera_names": (["base", "left_wrist", "right_wrist"], "model camera slots, in order"),
     "joint_names": ([f"joint_{i}" for i in range(14)],
@@ -92,6 +99,7 @@ PARAMETERS = {
     "action_dt_s": (0.0, "seconds between chunk steps; 0: 1 / control_rate_hz"),
     "blend_s": (0.1, "cross-fade from the old to the new chunk"),
     "dry_run": (True, "compute and report, but publish no commands or trajectories"),
+    "autostart": (True, "configure and activate at start; false: wait for a lifecycle manager"),
     "watchdog_ticks": (10, "control ticks without a fresh observation before stopping"),
     "watchdog_action": ("stop", "stop: publish nothing; hold: repeat the last command"),
     "diagnostics_period_s": (1.0, "diagnostics publishing period"),
@@ -106,7 +114,7 @@ RANGES = {
 }
 
 
-class InferenceNode(Node):
+class InferenceNode(LifecycleNode):
     def __init__(self, **kwargs):
         super().__init__("inference", **kwargs)
         for name, (default, description) in PARAMETERS.items():
@@ -116,6 +124,49 @@ class InferenceNode(Node):
             elif isinstance(RANGES.get(name), IntegerRange):
                 descriptor.integer_range = [RANGES[name]]
             self.declare_parameter(name, default, descriptor)
+        self.counters: Counter = Counter()
+        self.problems = diagnostics.BurstLogger(self.get_logger())
+        self.engine: Optional[OxygenEngine] = None
+        self.configure_error: Optional[Exception] = None
+        self._active = False
+        self._entities: list = []                     # publishers, subscriptions, timers
+        if self._param("autostart"):
+            if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+                raise self.configure_error or RuntimeError("inference: configure failed")
+            self.trigger_activate()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self._configure()
+        except Exception as error:  # a bad parameter or checkpoint: say it, stay unconfigured
+            self.configure_error = error
+            self.get_logger().error(f"configure failed: {error}")
+            self._teardown()
+            return TransitionCallbackReturn.FAILURE
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stale, self._active = True, True
+        self.get_logger().info(f"active: commands at {1 / self.period:.0f} Hz"
+                               f"{' (dry run: not published)' if self.dry_run else ''}")
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        self.stream.clear()
+        self.get_logger().info("inactive: no commands (chunks, dialogue and memory go on)")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._teardown()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._teardown()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _configure(self) -> None:
         p = self._param
         if p("watchdog_action") not in ("stop", "hold"):
             raise ValueError("watchdog_action must be 'stop' or 'hold'")
@@ -147,7 +198,6 @@ class InferenceNode(Node):
             normalization=self.model.normalization, on_chunk=self._on_chunk,
             on_text=self._on_text, on_memory=self._on_memory)
         self.stream = ActionStream(p("blend_s"))
-        self.counters: Counter = Counter()
         # (Observation stamped on the engine clock, receipt monotonic time, ROS stamp)
         self._latest: Optional[tuple] = None
         self._frame_ros_stamp = 0.0                    # ROS stamp of the frame's observation
@@ -158,26 +208,29 @@ class InferenceNode(Node):
         self._frame_starts: deque = deque(maxlen=32)
         self._rates = (time.monotonic(), 0)
         self._reported_problems = 0
-        self.problems = diagnostics.BurstLogger(self.get_logger())
 
         control, inputs, reports = (MutuallyExclusiveCallbackGroup() for _ in range(3))
-        self.command_pub = self.create_publisher(Float64MultiArray, p("command_topic"), qos.COMMAND)
-        self.chunk_pub = self.create_publisher(ActionChunk, p("action_chunk_topic"), qos.RELIABLE)
-        self.trajectory_pub = self.create_publisher(JointTrajectory, p("trajectory_topic"),
-                                                    qos.RELIABLE)
-        self.dialogue_pub = self.create_publisher(DialogueChunk, p("dialogue_topic"),
-                                                  qos.RELIABLE_DEEP)
-        self.memory_pub = self.create_publisher(MemorySummary, p("memory_topic"), qos.RELIABLE)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.RELIABLE)
-        self.create_subscription(Observation, p("observation_topic"), self.on_observation,
-                                 qos.RELIABLE, callback_group=inputs)
-        self.create_subscription(String, p("dialogue_request_topic"), self.on_dialogue_request,
-                                 qos.RELIABLE_DEEP, callback_group=inputs)
-        self.create_subscription(String, p("instruction_topic"), self.on_instruction,
-                                 qos.LATCHED, callback_group=inputs)
-        self.create_timer(self.period, self.control_tick, callback_group=control)
-        self.create_timer(p("diagnostics_period_s"), self.publish_diagnostics,
-                          callback_group=reports)
+        publisher, subscription = self.create_publisher, self.create_subscription
+        self.command_pub = publisher(Float64MultiArray, p("command_topic"), qos.COMMAND)
+        self.chunk_pub = publisher(ActionChunk, p("action_chunk_topic"), qos.RELIABLE)
+        self.trajectory_pub = publisher(JointTrajectory, p("trajectory_topic"), qos.RELIABLE)
+        self.dialogue_pub = publisher(DialogueChunk, p("dialogue_topic"), qos.RELIABLE_DEEP)
+        self.memory_pub = publisher(MemorySummary, p("memory_topic"), qos.RELIABLE)
+        self.diagnostics_pub = publisher(DiagnosticArray, "/diagnostics", qos.RELIABLE)
+        self.dialogue = DialogueRouter(self, self.engine, p("ask_action"), self.dialogue_pub,
+                                       self.counters, self._bad_input)
+        self._entities = [
+            self.command_pub, self.chunk_pub, self.trajectory_pub, self.dialogue_pub,
+            self.memory_pub, self.diagnostics_pub,
+            subscription(Observation, p("observation_topic"), self.on_observation,
+                         qos.RELIABLE, callback_group=inputs),
+            subscription(String, p("dialogue_request_topic"), self.dialogue.on_request,
+                         qos.RELIABLE_DEEP, callback_group=inputs),
+            subscription(String, p("instruction_topic"), self.on_instruction, qos.LATCHED,
+                         callback_group=inputs),
+            self.create_timer(self.period, self.control_tick, callback_group=control),
+            self.create_timer(p("diagnostics_period_s"), self.publish_diagnostics,
+                              callback_group=reports)]
 
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -186,10 +239,34 @@ class InferenceNode(Node):
         self._thread.start()
         self.get_logger().info(
             f"model {self.model.description}; {p('num_pages')} KV pages; "
-            f"{self.torch_threads} torch threads; commands at {1 / self.period:.0f} Hz"
-            f"{' (dry run: not published)' if self.dry_run else ''}")
+            f"{self.torch_threads} torch threads")
         self._meets_targets = None
         self._report_capacity()
+
+    def _teardown(self) -> None:
+        """Stop the engine thread, end open goals, release entities and the model."""
+        self._active = False
+        if getattr(self, "_thread", None) is not None:
+            self._stop.set()
+            self._wake.set()
+            self._thread.join(timeout=10.0)
+            self._thread = None
+        if getattr(self, "dialogue", None) is not None:
+            self.dialogue.abandon_all()
+            self.dialogue.destroy()
+            self.dialogue = None
+        for entity in self._entities:
+            kind = type(entity).__name__
+            destroy = {"Publisher": self.destroy_publisher,
+                       "Subscription": self.destroy_subscription,
+                       "Timer": self.destroy_timer}.get(kind)
+            if destroy is not None:
+                destroy(entity)
+        self._entities = []
+        self.engine = self.model = None
+
+    def wake_engine(self) -> None:
+        self._wake.set()
 
     def _report_capacity(self) -> None:
         """Say once what this machine can deliver (and again only when that changes)."""
@@ -246,22 +323,11 @@ class InferenceNode(Node):
         self.counters["observations"] += 1
         self._wake.set()
 
-    def on_dialogue_request(self, msg: String) -> None:
-        text = msg.data
-        if not text.strip():
-            return self._bad_input("empty_request", "dialogue request without text ignored")
-        if len(text) > MAX_REQUEST_CHARS:
-            self._bad_input("truncated_request", f"{len(text)} characters cut to "
-                                                 f"{MAX_REQUEST_CHARS}")
-            text = text[:MAX_REQUEST_CHARS]
-        request_id = self.engine.submit_dialogue(text)
-        self.counters["dialogue_requests"] += 1
-        self.get_logger().info(f"dialogue request {request_id}: {text[:60]!r}",
-                               throttle_duration_sec=1.0)
-
     def on_instruction(self, msg: String) -> None:
+        if msg.data != self.instruction:
+            self.get_logger().info(f"instruction: {msg.data[:120]!r}",
+                                   throttle_duration_sec=1.0)
         self.instruction = msg.data
-        self.get_logger().info(f"instruction: {msg.data[:120]!r}")
 
     # -- the engine thread ----------------------------------------------------------------
     def _fresh(self) -> bool:
@@ -304,7 +370,7 @@ class InferenceNode(Node):
         self.stream.push(actions, stamp, self.action_dt, now)
         self.chunk_pub.publish(conversions.action_chunk_msg(
             chunk.frame_id, stamp, chunk.actions, self.action_dt, self.joint_names))
-        if not self.dry_run:
+        if self._active and not self.dry_run:
             clamped = np.clip(actions, self.lower, self.upper)
             first = max(0, int((now - stamp) / self.action_dt))
             self.trajectory_pub.publish(conversions.trajectory_msg(
@@ -312,10 +378,7 @@ class InferenceNode(Node):
 
     def _on_text(self, chunk) -> None:
         if chunk.kind == "dialogue":  # memory text is published whole, as a MemorySummary
-            if chunk.final:
-                self.counters[f"dialogue_{chunk.finish_reason}"] += 1
-            self.dialogue_pub.publish(conversions.dialogue_msg(
-                chunk, self.get_clock().now().nanoseconds * 1e-9))
+            self.dialogue.on_text(chunk, self.get_clock().now().nanoseconds * 1e-9)
 
     def _on_memory(self, summary) -> None:
         # the window's stamps back from the engine's clock to ROS time
@@ -324,10 +387,12 @@ class InferenceNode(Node):
         summary = dataclasses.replace(summary, window_start=summary.window_start + offset,
                                       window_end=summary.window_end + offset)
         self.memory_pub.publish(conversions.memory_msg(summary, now))
-        self.get_logger().info(f"memory summary of {summary.frames} frames")
+        self.get_logger().debug(f"memory summary of {summary.frames} frames")
 
     # -- the control timer -----------------------------------------------------------------
     def control_tick(self) -> None:
+        if not self._active:
+            return
         if not self._fresh():
             if not self._stale:
                 self._stale = True
@@ -357,7 +422,7 @@ class InferenceNode(Node):
     def _publish_command(self, command: np.ndarray) -> None:
         self._command_times.append(time.monotonic())
         self.counters["commands"] += 1
-        if not self.dry_run:
+        if self._active and not self.dry_run:
             self.command_pub.publish(Float64MultiArray(data=command.tolist()))
 
     # -- diagnostics ----------------------------------------------------------------------
@@ -415,6 +480,8 @@ class InferenceNode(Node):
             "preemptions": engine.counters["preemptions"],
             "throttled_frames": engine.counters["throttled_frames"],
             "dry_run": self.dry_run,
+            "lifecycle": "active" if self._active else "inactive",
+            "cancelled_requests": engine.counters["cancelled_requests"],
             "watchdog": "stale" if self._stale else "ok",
         } | self.real_time_report() \
           | {f"kv_bytes_{owner}": n for owner, n in pool.bytes_by_owner().items()} \
@@ -424,10 +491,12 @@ class InferenceNode(Node):
                     + sum(n for k, n in self.counters.items() if k in BAD_INPUTS))
         new_problems, self._reported_problems = problems - self._reported_problems, problems
         capacity = engine.timing.capacity()
-        if self._stale or not self._thread.is_alive():
-            level = diagnostics.ERROR
-            message = ("engine thread stopped" if not self._thread.is_alive()
-                       else "no fresh observations: actions stopped")
+        if not self._thread.is_alive():
+            level, message = diagnostics.ERROR, "engine thread stopped"
+        elif not self._active:
+            level, message = diagnostics.OK, "inactive: no commands"
+        elif self._stale:
+            level, message = diagnostics.ERROR, "no fresh observations: actions stopped"
         elif capacity is not None and not capacity.meets_targets:
             level = diagnostics.WARN
             message = f"real-time targets cannot be met: {capacity.describe()}"
@@ -440,10 +509,7 @@ class InferenceNode(Node):
             diagnostics.status("oxygen_ros: inference", self.get_name(), level, message, values)))
 
     def destroy_node(self) -> None:
-        if hasattr(self, "_thread"):   # (not if the constructor failed before starting it)
-            self._stop.set()
-            self._wake.set()
-            self._thread.join(timeout=5.0)
+        self._teardown()
         super().destroy_node()
 
 

@@ -1,20 +1,86 @@
-"""Entry-point helper: init rclpy, spin one node until Ctrl-C or shutdown, clean up."""
+"""Entry-point helper: init rclpy, spin nodes until SIGINT or SIGTERM, clean up, exit 0.
 
+rclpy's own signal handlers are off: a shell's Ctrl-C reaches every process of the group,
+and `ros2 launch` forwards its own SIGINT too, so a node may be signalled twice, even
+while it is being destroyed. Here any number of SIGINT/SIGTERM only set a flag; the main
+thread then stops spinning, destroys the nodes (joining the engine thread before the
+interpreter goes away) and returns 0 — no traceback, no abort."""
+
+import signal
 import sys
+import threading
+import time
+from typing import Callable, Optional, Sequence
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.signals import SignalHandlerOptions
+
+
+def install_stop_signals() -> threading.Event:
+    """SIGINT and SIGTERM set the returned event (as often as they come)."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def ignore_stop_signals() -> None:
+    """From here on SIGINT/SIGTERM are ignored: Python restores the default handlers (which
+    kill the process) while it finalizes, but keeps an explicit ignore."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def spin_until(executor: Executor, stop: threading.Event, duration: float = 0.0,
+               every_second: Optional[Callable[[float], bool]] = None) -> None:
+    """Spin until `stop` is set, `duration` seconds pass (0: no limit) or every_second(elapsed),
+    called once a second, returns False."""
+    start = next_second = time.monotonic()
+    while not stop.is_set() and rclpy.ok(context=executor.context):
+        executor.spin_once(timeout_sec=0.1)
+        now = time.monotonic()
+        if duration and now - start >= duration:
+            return
+        if every_second is not None and now >= next_second + 1.0:
+            next_second += 1.0
+            if every_second(next_second - start) is False:
+                return
+
+
+def run_nodes(factories: Sequence[Callable[[], object]], args=None,
+              make_executor: Optional[Callable[[], Executor]] = None,
+              duration: float = 0.0) -> int:
+    """Build the nodes (a failure is one line on stderr and exit code 1), spin them until a
+    signal or `duration`, destroy them; 0 on a clean stop."""
+    rclpy.init(args=args if args is not None else sys.argv,
+               signal_handler_options=SignalHandlerOptions.NO)
+    stop = install_stop_signals()
+    nodes = []
+    try:
+        for factory in factories:
+            nodes.append(factory())
+    except Exception as error:  # bad parameters or checkpoint: the message says which
+        ignore_stop_signals()
+        print(f"{getattr(factory, '__name__', 'node')}: {error}", file=sys.stderr)
+        for node in nodes:
+            node.destroy_node()
+        rclpy.try_shutdown()
+        return 1
+    executor = make_executor() if make_executor else SingleThreadedExecutor()
+    for node in nodes:
+        executor.add_node(node)
+    try:
+        spin_until(executor, stop, duration)
+    finally:
+        ignore_stop_signals()
+        executor.shutdown(timeout_sec=2.0)
+        for node in nodes:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
 
 
 def run_node(node_class, args=None, make_executor=None) -> int:
-    """make_executor() builds the executor after rclpy.init (default: single-threaded)."""
-    rclpy.init(args=args if args is not None else sys.argv)
-    node = node_class()
-    try:
-        rclpy.spin(node, executor=make_executor() if make_executor else None)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    """One node's main(); make_executor() builds the executor (default single-threaded)."""
+    return run_nodes([node_class], args, make_executor)

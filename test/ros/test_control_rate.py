@@ -97,9 +97,10 @@ def test_shutdown_stops_the_engine_thread(rclpy_context):
         "--ros-args", "-p", "preset:=tiny", "-p", "joint_names:=['a']",
         "-p", "joint_lower_limits:=[-1.0]", "-p", "joint_upper_limits:=[1.0]",
         "-p", "action_dt_s:=0.1"])
-    assert node._thread.is_alive()
+    thread = node._thread
+    assert thread.is_alive()
     node.destroy_node()
-    assert not node._thread.is_alive()
+    assert not thread.is_alive()
 
 
 def test_a_plan_too_short_for_the_blend_is_refused_at_start_with_the_numbers(rclpy_context):

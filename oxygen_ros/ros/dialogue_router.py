@@ -1,0 +1,134 @@
+"""DialogueRouter: dialogue between ROS clients and the engine, each answer to the client
+that asked. Two ways in:
+
+- the String request topic: request ids 1, 2, 3, ... in arrival order, of its own (action
+  goals do not use them up); the answer streams as DialogueChunk messages with that id;
+- the Ask action: feedback carries the text as it decodes, the result the whole answer and
+  its finish reason; cancelling ends the answer at once and frees its KV pages.
+
+The queue is bounded by max_pending_requests: an action goal beyond it is rejected, a
+topic request ends at once with finish_reason queue_full; both are counted.
+"""
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+from typing import Optional
+
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.task import Future
+
+from oxygen_ros.action import Ask
+from oxygen_ros.ros import conversions
+
+MAX_REQUEST_CHARS = 4096   # longer request text is cut before tokenization (and counted)
+
+
+@dataclass
+class _Goal:
+    handle: object
+    done: Future
+    pieces: list = field(default_factory=list)
+    seq: int = 0
+
+
+class DialogueRouter:
+    def __init__(self, node, engine, action_name: str, publisher, counters, bad_input):
+        self.node, self.engine = node, engine
+        self.publisher, self.counters, self.bad_input = publisher, counters, bad_input
+        self._lock = threading.Lock()
+        self._topic_ids = itertools.count(1)
+        self._routes: dict[int, object] = {}   # engine request id -> topic id (int) or _Goal
+        self.server = ActionServer(
+            node, Ask, action_name, execute_callback=self._execute,
+            goal_callback=self._on_goal, cancel_callback=self._on_cancel,
+            callback_group=ReentrantCallbackGroup())
+
+    def destroy(self) -> None:
+        self.server.destroy()
+
+    # -- in ----------------------------------------------------------------------------
+    def _cut(self, text: str) -> Optional[str]:
+        if not text.strip():
+            self.bad_input("empty_request", "dialogue request without text ignored")
+            return None
+        if len(text) > MAX_REQUEST_CHARS:
+            self.bad_input("truncated_request", f"{len(text)} characters cut to "
+                                                f"{MAX_REQUEST_CHARS}")
+            return text[:MAX_REQUEST_CHARS]
+        return text
+
+    def on_request(self, msg) -> None:
+        """A String request from the topic."""
+        text = self._cut(msg.data)
+        if text is None:
+            return
+        with self._lock:  # routed before the engine can answer it
+            topic_id = next(self._topic_ids)
+            self._routes[self.engine.submit_dialogue(text)] = topic_id
+        self.counters["dialogue_requests"] += 1
+        self.node.get_logger().debug(f"dialogue request {topic_id}: {text[:60]!r}")
+
+    def _on_goal(self, goal) -> GoalResponse:
+        if self.engine.pending_dialogue >= self.engine.config.max_pending_requests:
+            self.counters["rejected_requests"] += 1
+            return GoalResponse.REJECT
+        if not goal.question.strip():
+            self.bad_input("empty_request", "Ask goal without a question rejected")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _on_cancel(self, goal_handle) -> CancelResponse:
+        with self._lock:
+            request_id = next((i for i, route in self._routes.items()
+                               if isinstance(route, _Goal) and route.handle is goal_handle), None)
+        if request_id is not None:
+            self.engine.cancel_dialogue(request_id)
+            self.node.wake_engine()
+        return CancelResponse.ACCEPT
+
+    async def _execute(self, goal_handle):
+        goal = _Goal(goal_handle, Future())
+        question = self._cut(goal_handle.request.question) or " "
+        with self._lock:
+            request_id = self.engine.submit_dialogue(question,
+                                                     goal_handle.request.max_tokens or None)
+            self._routes[request_id] = goal
+        self.counters["dialogue_requests"] += 1
+        self.node.wake_engine()
+        reason = await goal.done
+        if reason == "cancelled" and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        elif reason in ("eos", "length"):
+            goal_handle.succeed()
+        else:
+            goal_handle.abort()
+        return Ask.Result(request_id=request_id, answer="".join(goal.pieces),
+                          finish_reason=reason)
+
+    # -- out (engine thread) ---------------------------------------------------------------
+    def on_text(self, chunk, now: float) -> None:
+        """A piece of an answer: to its topic client or its action goal."""
+        with self._lock:
+            route = self._routes.pop(chunk.request_id, None) if chunk.final \
+                else self._routes.get(chunk.request_id)
+        if chunk.final:
+            self.counters[f"dialogue_{chunk.finish_reason}"] += 1
+        if isinstance(route, _Goal):
+            if chunk.text:
+                route.pieces.append(chunk.text)
+                route.handle.publish_feedback(Ask.Feedback(seq=route.seq, text=chunk.text))
+                route.seq += 1
+            if chunk.final:
+                route.done.set_result(chunk.finish_reason)
+        elif route is not None:
+            self.publisher.publish(conversions.dialogue_msg(chunk, now, request_id=route))
+
+    def abandon_all(self) -> None:
+        """The engine is going away: every open goal ends (aborted, finish_reason shutdown)."""
+        with self._lock:
+            goals = [r for r in self._routes.values() if isinstance(r, _Goal)]
+            self._routes.clear()
+        for goal in goals:
+            goal.done.set_result("shutdown")
