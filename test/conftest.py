@@ -61,11 +61,15 @@ class Processes:
         return "".join(child.lines)
 
     def stop_all(self, grace_s: float = 3.0) -> None:
-        for child in self.children:
+        self.stop(*self.children, grace_s=grace_s)
+
+    def stop(self, *children, grace_s: float = 3.0) -> None:
+        """SIGINT to each child's process group, SIGKILL after grace_s."""
+        for child in children:
             if child.poll() is None:
                 os.killpg(child.pid, signal.SIGINT)
         deadline = time.monotonic() + grace_s
-        for child in self.children:
+        for child in children:
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

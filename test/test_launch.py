@@ -1,9 +1,13 @@
-"""The launch file builds a LaunchDescription that starts both nodes from the package."""
+"""The launch file starts both nodes from the package with the YAML its arguments select,
+overrides only what was given, and shuts down (or respawns) when a node exits. Runs where
+launch_ros exists (a ROS 2 install); the decisions themselves are tested without it in
+test/ros/test_launch_plan.py."""
 
 import importlib.util
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -11,11 +15,10 @@ launch_ros = pytest.importorskip(
     "launch_ros", reason="launch_ros is not installable from pip; this test runs on a ROS 2 install")
 
 
-def test_humanoid_launch_starts_ingest_and_inference_with_the_config():
-    from launch.actions import DeclareLaunchArgument
-    from launch_ros.actions import Node
+def nodes_for(arguments: dict):
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
 
-    from launch import LaunchDescription
+    from launch import LaunchContext, LaunchDescription
 
     spec = importlib.util.spec_from_file_location("humanoid_launch",
                                                   REPO / "launch" / "humanoid.launch.py")
@@ -23,10 +26,37 @@ def test_humanoid_launch_starts_ingest_and_inference_with_the_config():
     spec.loader.exec_module(module)
     description = module.generate_launch_description()
     assert isinstance(description, LaunchDescription)
-    arguments = {e.name for e in description.entities if isinstance(e, DeclareLaunchArgument)}
-    assert {"config_file", "preset", "checkpoint", "tokenizer", "dry_run", "use_sim_time",
-            "joint_states_topic",
-            "command_topic", "trajectory_topic"} <= arguments
-    nodes = [e for e in description.entities if isinstance(e, Node)]
+    declared = {e.name: e for e in description.entities if isinstance(e, DeclareLaunchArgument)}
+    context = LaunchContext()
+    for name, argument in declared.items():
+        default = "".join(s.perform(context) for s in argument.default_value or [])
+        context.launch_configurations[name] = arguments.get(name, default)
+    (opaque,) = [e for e in description.entities if isinstance(e, OpaqueFunction)]
+    return declared, opaque.execute(context)
+
+
+def test_humanoid_launch_declares_its_arguments_and_starts_both_nodes():
+    declared, nodes = nodes_for({})
+    assert {"config_file", "preset", "checkpoint", "tokenizer", "dry_run", "autostart",
+            "respawn", "use_sim_time", "joint_states_topic", "command_topic",
+            "trajectory_topic"} <= set(declared)
     assert sorted(n.node_executable for n in nodes) == ["camera_ingest", "inference"]
     assert all(n.node_package == "oxygen_ros" for n in nodes)
+
+
+def test_given_arguments_override_and_the_preset_picks_its_config():
+    from launch.utilities import perform_substitutions
+
+    from launch import LaunchContext
+
+    _, nodes = nodes_for({"preset": "tiny", "dry_run": "false"})
+    inference = next(n for n in nodes if n.node_executable == "inference")
+    config, _, overrides = inference._Node__parameters
+    assert perform_substitutions(LaunchContext(), config.param_file).endswith(
+        "config/humanoid_tiny.yaml")
+    context = LaunchContext()
+    # launch_ros passes string values through YAML, as the node will read them
+    given = {perform_substitutions(context, key): value if isinstance(value, bool)
+             else yaml.safe_load(perform_substitutions(context, value))
+             for key, value in overrides.items()}
+    assert given == {"preset": "tiny", "dry_run": False}

@@ -7,7 +7,8 @@ that asked. Two ways in:
   its finish reason; cancelling ends the answer at once and frees its KV pages.
 
 The queue is bounded by max_pending_requests: an action goal beyond it is rejected, a
-topic request ends at once with finish_reason queue_full; both are counted.
+topic request ends at once with finish_reason queue_full; both are counted
+(rejected_goals, rejected_requests).
 """
 
 import itertools
@@ -72,7 +73,7 @@ class DialogueRouter:
 
     def _on_goal(self, goal) -> GoalResponse:
         if self.engine.pending_dialogue >= self.engine.config.max_pending_requests:
-            self.counters["rejected_requests"] += 1
+            self.counters["rejected_goals"] += 1
             return GoalResponse.REJECT
         if not goal.question.strip():
             self.bad_input("empty_request", "Ask goal without a question rejected")

@@ -160,3 +160,55 @@ def test_restamp_cdr_patches_only_the_stamp():
 def test_replay_names_the_topics_of_a_bag_when_none_match(bag, rclpy_context):
     with pytest.raises(ValueError, match="no matching topics"):
         BagReplayer(Node("replayer", context=rclpy_context), bag, topics=["/nope"])
+
+
+def foreign_bag(path):
+    """A bag as another tool writes it: the instruction with no QoS metadata."""
+    from rosbags.rosbag2 import Writer
+
+    from oxygen_ros.ros.bag import TYPESTORE
+
+    String_ = TYPESTORE.types["std_msgs/msg/String"]
+    with Writer(path, version=8) as writer:
+        connection = writer.add_connection("/oxygen/instruction", "std_msgs/msg/String",
+                                           typestore=TYPESTORE)
+        writer.write(connection, 1_700_000_000 * 10**9,
+                     TYPESTORE.serialize_cdr(String_(data="stack the cups"),
+                                             "std_msgs/msg/String"))
+        writer.write(connection, 1_700_000_004 * 10**9,   # keeps the replay going for 4 s
+                     TYPESTORE.serialize_cdr(String_(data="stack the cups"),
+                                             "std_msgs/msg/String"))
+    return path
+
+
+def late_latched_listener(context, delay_s, processes, *replay_args):
+    replay = processes.python("-m", "oxygen_ros.cli", "replay", *replay_args, "--delay", "0")
+    time.sleep(delay_s)                      # the subscriber starts after the replay
+    listener = Listener(context, "/oxygen/instruction", String, qos.LATCHED)
+    deadline = time.monotonic() + 2.0
+    while not listener.messages and time.monotonic() < deadline:
+        listener.executor.spin_once(timeout_sec=0.05)
+    processes.stop(replay)
+    return [m.data for _, m in listener.messages]
+
+
+def test_a_bag_without_qos_metadata_still_latches_the_instruction(tmp_path, processes,
+                                                                 rclpy_context):
+    bag = foreign_bag(tmp_path / "foreign")
+    assert late_latched_listener(rclpy_context, 1.5, processes, str(bag)) == ["stack the cups"]
+
+
+def test_qos_overrides_file_sets_a_topics_profile(tmp_path, processes, rclpy_context):
+    from oxygen_ros.ros.bag import load_qos_overrides
+
+    bag = foreign_bag(tmp_path / "foreign")
+    overrides = tmp_path / "qos.yaml"
+    overrides.write_text("/oxygen/instruction:\n  durability: volatile\n  depth: 5\n")
+    assert load_qos_overrides(overrides) == {"/oxygen/instruction": {"durability": "volatile",
+                                                                     "depth": 5}}
+    # volatile now: a late subscriber gets nothing
+    assert late_latched_listener(rclpy_context, 1.5, processes, str(bag), "--qos-overrides",
+                                 str(overrides)) == []
+    overrides.write_text("/oxygen/instruction:\n  durability: sometimes\n")
+    with pytest.raises(ValueError, match="durability"):
+        load_qos_overrides(overrides)

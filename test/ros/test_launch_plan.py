@@ -1,0 +1,71 @@
+"""The launch file's decisions (oxygen_ros.ros.launch_plan), without launch_ros: the YAML
+is the source of truth and an argument overrides it only when given; every preset the
+launch file offers starts from a parameter set its model accepts."""
+
+import itertools
+from pathlib import Path
+
+import pytest
+import yaml
+
+from oxygen_ros.ros import launch_plan
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "config"
+GIVEN = {"preset": "tiny", "checkpoint": "/ckpt", "tokenizer": "/tok.model", "dry_run": "false"}
+
+
+@pytest.mark.parametrize("given", [dict(c) for n in range(5)
+                                   for c in itertools.combinations(GIVEN.items(), n)])
+@pytest.mark.parametrize("user_yaml", [False, True])
+def test_an_argument_overrides_the_yaml_only_when_given(tmp_path, given, user_yaml):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.dump({"inference": {"ros__parameters": {
+        "checkpoint": "/mine", "preset": "pi05", "dry_run": False}}}))
+    arguments = {name: "" for name in launch_plan.OVERRIDABLE} | given
+    if user_yaml:
+        arguments["config_file"] = str(mine)
+    config = launch_plan.config_file(arguments, CONFIG)
+    overrides = launch_plan.inference_overrides(arguments)
+    # what the node ends with: the YAML, then the overrides (as launch_ros applies them)
+    final = yaml.safe_load(config.read_text())["inference"]["ros__parameters"] | overrides
+    expected_yaml = yaml.safe_load((mine if user_yaml else CONFIG / launch_plan.PRESET_CONFIGS[
+        given.get("preset", "small")]).read_text())["inference"]["ros__parameters"]
+    for name in ("preset", "checkpoint", "tokenizer", "dry_run"):
+        if name in given:
+            expected = given[name] if name != "dry_run" else given[name] == "true"
+        else:
+            expected = expected_yaml.get(name, final.get(name))
+        assert final.get(name) == expected, (name, arguments)
+    assert set(overrides) == set(given)
+
+
+def test_no_arguments_start_the_small_preset_from_humanoid_yaml():
+    assert launch_plan.config_file({}, CONFIG) == CONFIG / "humanoid.yaml"
+    assert launch_plan.inference_overrides({}) == {}
+    assert launch_plan.on_node_exit({}) == "shutdown"
+    assert launch_plan.on_node_exit({"respawn": "true"}) == "respawn"
+
+
+def test_bad_values_are_refused_with_the_argument_named():
+    with pytest.raises(ValueError, match="dry_run"):
+        launch_plan.inference_overrides({"dry_run": "maybe"})
+    with pytest.raises(ValueError, match="no shipped config"):
+        launch_plan.config_file({"preset": "huge"}, CONFIG)
+    with pytest.raises(ValueError, match="respawn"):
+        launch_plan.on_node_exit({"respawn": "sometimes"})
+
+
+def test_preset_tiny_as_offered_starts_an_inference_node(rclpy_context):
+    from oxygen_ros.ros.inference_node import InferenceNode
+
+    arguments = {"preset": "tiny"}
+    config = launch_plan.config_file(arguments, CONFIG)
+    args = ["--ros-args", "--params-file", str(config)]
+    for name, value in launch_plan.inference_overrides(arguments).items():
+        args += ["-p", f"{name}:={value}"]
+    node = InferenceNode(context=rclpy_context, cli_args=args)
+    try:
+        assert node.model.model.config.name == "tiny" and node._active
+    finally:
+        node.destroy_node()

@@ -1,0 +1,146 @@
+"""The inference node as ROS 2 robot software expects it (real rclpy, separate processes):
+a managed node driven through its lifecycle services, and dialogue as the Ask action."""
+
+import time
+
+from graph_helpers import Probe, executable, write_params
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState, GetState
+from rclpy.action import ActionClient
+from std_msgs.msg import String
+
+from oxygen_ros.action import Ask
+
+CAMERAS = ["/cameras/base/image_raw", "/cameras/left_wrist/image_raw"]
+
+
+def start_graph(processes, tmp_path, **inference):
+    params = write_params(tmp_path / "params.yaml", inference=inference)
+    ingest = processes.start(executable("camera_ingest"), "--ros-args", "--params-file", params)
+    node = processes.start(executable("inference"), "--ros-args", "--params-file", params)
+    camera = processes.python("-m", "oxygen_ros.ros.synthetic_camera", "--ros-args",
+                              "-p", "rate_hz:=20.0", "-p", "width:=64", "-p", "height:=48",
+                              "-p", f"camera_topics:={CAMERAS}")
+    return ingest, node, camera
+
+
+def call(probe, client, request, timeout=30.0):
+    assert client.wait_for_service(timeout_sec=timeout), client.srv_name
+    future = client.call_async(request)
+    assert probe.spin(timeout, until=future.done), f"{client.srv_name} did not answer"
+    return future.result()
+
+
+def test_lifecycle_transitions_gate_the_commands_and_load_the_weights_once(
+        processes, tmp_path, rclpy_context):
+    _, node, _ = start_graph(processes, tmp_path, autostart=False)
+    probe = Probe(rclpy_context)
+    change = probe.node.create_client(ChangeState, "/inference/change_state")
+    get = probe.node.create_client(GetState, "/inference/get_state")
+
+    def state():
+        return call(probe, get, GetState.Request()).current_state.label
+
+    def transition(transition_id):
+        assert call(probe, change, ChangeState.Request(
+            transition=Transition(id=transition_id))).success, "".join(node.lines)[-2000:]
+
+    try:
+        assert state() == "unconfigured"
+        probe.spin(1.0)
+        assert not probe.chunks and not probe.commands     # no model, nothing out
+
+        transition(Transition.TRANSITION_CONFIGURE)
+        assert state() == "inactive"
+        assert probe.spin(20.0, until=lambda: len(probe.chunks) >= 5), "the engine never ran"
+        assert not probe.commands                           # chunks yes, commands no
+
+        transition(Transition.TRANSITION_ACTIVATE)
+        assert state() == "active"
+        assert probe.spin(10.0, until=lambda: len(probe.commands) >= 20)
+
+        transition(Transition.TRANSITION_DEACTIVATE)
+        stopped = time.monotonic()
+        assert state() == "inactive"
+        probe.spin(1.0)
+        assert all(t <= stopped for t, _ in probe.commands), "commands after deactivate"
+        chunks = len(probe.chunks)
+        assert probe.spin(5.0, until=lambda: len(probe.chunks) > chunks)   # engine goes on
+
+        transition(Transition.TRANSITION_ACTIVATE)
+        count = len(probe.commands)
+        assert probe.spin(10.0, until=lambda: len(probe.commands) >= count + 20)
+        transition(Transition.TRANSITION_DEACTIVATE)
+        transition(Transition.TRANSITION_CLEANUP)
+        assert state() == "unconfigured"
+        chunks = len(probe.chunks)
+        probe.spin(1.0)
+        assert len(probe.chunks) == chunks                  # the engine has stopped
+        log = "".join(node.lines)
+        assert log.count("model preset tiny") == 1, log     # loaded once before cleanup
+    finally:
+        probe.close()
+
+
+def ask(probe, client, question, max_tokens=0, cancel_after=None):
+    """Send a goal; (accepted, feedback texts, result, status)."""
+    feedback = []
+    sent = client.send_goal_async(Ask.Goal(question=question, max_tokens=max_tokens),
+                                  feedback_callback=lambda m: feedback.append(m.feedback))
+    assert probe.spin(20.0, until=sent.done)
+    handle = sent.result()
+    if not handle.accepted:
+        return False, [], None, None
+    if cancel_after is not None:
+        assert probe.spin(20.0, until=lambda: len(feedback) >= cancel_after)
+        handle.cancel_goal_async()
+    result = handle.get_result_async()
+    assert probe.spin(30.0, until=result.done), "no result"
+    return True, feedback, result.result().result, result.result().status
+
+
+def test_ask_streams_the_answer_of_the_topic_path_cancels_and_rejects_beyond_the_queue(
+        processes, tmp_path, rclpy_context):
+    ingest, node, camera = start_graph(processes, tmp_path, max_pending_requests=2,
+                                       dialogue_max_tokens=12)
+    probe = Probe(rclpy_context)
+    client = ActionClient(probe.node, Ask, "/oxygen/ask")
+    try:
+        assert client.wait_for_server(timeout_sec=30.0), "".join(node.lines)[-2000:]
+        assert probe.spin(20.0, until=lambda: len(probe.chunks) >= 3)
+        # no new observations: both paths read the same newest prefix
+        processes.stop(camera, ingest)
+        probe.spin(1.0)
+
+        accepted, feedback, result, status = ask(probe, client, "what do you see?")
+        assert accepted and status == 4 and result.finish_reason in ("eos", "length")  # SUCCEEDED
+        assert [f.seq for f in feedback] == list(range(len(feedback)))
+        assert "".join(f.text for f in feedback) == result.answer and result.answer
+        probe.requests.publish(String(data="what do you see?"))
+        assert probe.spin(20.0, until=lambda: any(m.final for m in probe.dialogue))
+        topic = [m for m in probe.dialogue if m.request_id == 1]
+        assert "".join(m.text for m in topic) == result.answer     # the same answer
+        assert topic[-1].finish_reason == result.finish_reason
+
+        pages = lambda: int(probe.diagnostics["oxygen_ros: inference"][2]["kv_pages_in_use"])  # noqa: E731
+        probe.spin(1.2)
+        idle_pages = pages()
+        accepted, feedback, result, status = ask(probe, client, "tell me a long story",
+                                                 max_tokens=400, cancel_after=2)
+        assert accepted and status == 5 and result.finish_reason == "cancelled"  # CANCELED
+        assert 2 <= len(feedback) and len(result.answer) < 400
+        assert probe.spin(5.0, until=lambda: pages() == idle_pages), (pages(), idle_pages)
+
+        # the queue holds two requests: further goals are rejected at once, and counted
+        long_goals = [client.send_goal_async(Ask.Goal(question=f"story {i}", max_tokens=400))
+                      for i in range(4)]
+        assert probe.spin(20.0, until=lambda: all(g.done() for g in long_goals))
+        accepted = [g.result().accepted for g in long_goals]
+        assert accepted == [True, True, False, False], accepted
+        assert probe.spin(3.0, until=lambda: probe.counter("inference", "rejected_goals") == 2)
+        for goal in long_goals[:2]:
+            goal.result().cancel_goal_async()
+        probe.spin(1.0)
+    finally:
+        client.destroy()
+        probe.close()
