@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGE_FILES = ["CMakeLists.txt", "package.xml", "setup.py", "msg", "launch", "config",
-                 "oxygen_ros", "cmake", "resource"]
+PACKAGE_FILES = ["CMakeLists.txt", "package.xml", "setup.py", "msg", "action", "launch",
+                 "config", "oxygen_ros", "cmake", "resource"]
 
 
 def test_colcon_build_installs_messages_python_package_executables_launch_and_config(tmp_path):
@@ -28,7 +28,8 @@ def test_colcon_build_installs_messages_python_package_executables_launch_and_co
     install = tmp_path / "install" / "oxygen_ros"
     share = install / "share" / "oxygen_ros"
     assert (share / "launch" / "humanoid.launch.py").is_file()
-    assert (share / "config" / "humanoid.yaml").is_file()
+    assert all((share / "config" / name).is_file()
+               for name in ("humanoid.yaml", "humanoid_tiny.yaml", "humanoid_pi05.yaml"))
     assert (install / "share" / "ament_index" / "resource_index" / "packages" / "oxygen_ros").exists()
     for executable in ("camera_ingest", "inference", "oxygen-ros"):
         path = install / "lib" / "oxygen_ros" / executable
@@ -39,6 +40,7 @@ def test_colcon_build_installs_messages_python_package_executables_launch_and_co
         [sys.executable, "-c",
          "import oxygen_ros, oxygen_ros.ros.camera_ingest;"
          "from oxygen_ros.msg import Observation, ActionChunk, DialogueChunk, MemorySummary;"
+         "from oxygen_ros.action import Ask;"
          "print(oxygen_ros.__file__)"],
         cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(site), LD_LIBRARY_PATH=os.pathsep.join(
             [str(install / "lib"), os.environ.get("LD_LIBRARY_PATH", "")])),

@@ -99,12 +99,15 @@ class DialogueRouter:
         self.counters["dialogue_requests"] += 1
         self.node.wake_engine()
         reason = await goal.done
-        if reason == "cancelled" and goal_handle.is_cancel_requested:
-            goal_handle.canceled()
-        elif reason in ("eos", "length"):
-            goal_handle.succeed()
-        else:
-            goal_handle.abort()
+        try:
+            if reason == "cancelled" and goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            elif reason in ("eos", "length"):
+                goal_handle.succeed()
+            else:
+                goal_handle.abort()
+        except Exception:  # noqa: BLE001 - the server went away (cleanup): nobody to tell
+            pass
         return Ask.Result(request_id=request_id, answer="".join(goal.pieces),
                           finish_reason=reason)
 
