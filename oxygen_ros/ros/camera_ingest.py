@@ -1,16 +1,26 @@
-"""camera_ingest node: N camera topics + joint_states -> synchronized, resized Observation."""
+"""camera_ingest node: N camera topics + joint_states -> synchronized, resized Observation.
+
+Every callback is a boundary: whatever a message holds, it is converted or counted under
+its own kind (and logged once per burst); an unexpected exception is counted as
+internal_error with one throttled traceback, and the node goes on."""
 
 import sys
+import threading
 
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
 from oxygen_ros.msg import Observation
 from oxygen_ros.ros import diagnostics, qos
+from oxygen_ros.ros.conversions import clean_instruction, joint_state_problem
+from oxygen_ros.ros.diagnostics import guarded
+from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.frame_sync import FrameSynchronizer
 from oxygen_ros.ros.image_conversion import (
+    MAX_PIXELS,
     ImageConversionError,
     compressed_to_rgb,
     image_to_rgb,
@@ -18,6 +28,9 @@ from oxygen_ros.ros.image_conversion import (
     rgb_to_image,
 )
 from oxygen_ros.ros.run_node import run_node
+
+IMAGE_PROBLEMS = ("unsupported_encoding", "wrong_size", "undecodable", "empty_image",
+                  "too_large", "degenerate_aspect", "tiny_image")
 
 NS = 1_000_000_000
 
@@ -30,7 +43,9 @@ class CameraIngest(Node):
     """Thin adapter: converts and pairs sensor messages, publishes Observation at camera rate.
 
     A camera topic ending in `/compressed` is read as sensor_msgs/CompressedImage (the
-    image_transport convention); any other as sensor_msgs/Image.
+    image_transport convention); any other as sensor_msgs/Image. Cameras decode in
+    parallel (OpenCV releases the interpreter); joint states have their own callback group
+    and a deep queue, so a busy camera never makes them overflow.
     """
 
     def __init__(self, **kwargs):
@@ -47,6 +62,8 @@ class CameraIngest(Node):
         self.declare_parameter("sync_slop_s", 0.025)
         self.declare_parameter("max_delay_s", 0.1)
         self.declare_parameter("max_age_s", 1.0)
+        self.declare_parameter("max_image_pixels", MAX_PIXELS)
+        self.declare_parameter("tiny_images", "drop")
         self.declare_parameter("diagnostics_period_s", 1.0)
 
         topics = self._param("camera_topics")
@@ -58,10 +75,19 @@ class CameraIngest(Node):
         self.resize_mode = self._param("resize_mode")
         if self.resize_mode not in ("pad", "stretch"):
             raise ValueError(f"resize_mode must be 'pad' or 'stretch', not {self.resize_mode!r}")
+        self.max_pixels = self._param("max_image_pixels")
+        self.use_tiny_images = self._param("tiny_images") == "use"
+        if self._param("tiny_images") not in ("drop", "use"):
+            raise ValueError(f"tiny_images must be 'drop' or 'use', not "
+                             f"{self._param('tiny_images')!r}")
         self.max_age_ns = int(self._param("max_age_s") * NS)
         self.sync = FrameSynchronizer(names, slop_ns=int(self._param("sync_slop_s") * NS),
                                       max_delay_ns=int(self._param("max_delay_s") * NS))
-        self.counters = {"conversion_errors": 0, "stale": 0, "future": 0}
+        self._sync_lock = threading.Lock()
+        self.counters = dict.fromkeys(("conversion_errors", "stale", "future") + IMAGE_PROBLEMS
+                                      + ("joint_state_mismatch", "non_finite_joint_state",
+                                         "empty_instruction", "long_instruction",
+                                         "internal_error"), 0)
         self.instruction = ""
         self._reported_problems = 0
         self.problems = diagnostics.BurstLogger(self.get_logger())
@@ -69,45 +95,76 @@ class CameraIngest(Node):
         self.publisher = self.create_publisher(Observation, self._param("observation_topic"),
                                                qos.RELIABLE)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.RELIABLE)
+        on_image = guarded(self, self.on_image)
         for topic, name in zip(topics, names):
             compressed = topic.rstrip("/").endswith("/compressed")
             self.create_subscription(
                 CompressedImage if compressed else Image, topic,
-                lambda msg, name=name, compressed=compressed: self.on_image(name, msg, compressed),
-                qos.SENSOR)
-        self.create_subscription(JointState, self._param("joint_state_topic"), self.on_joint_state,
-                                 qos.SENSOR)
-        self.create_subscription(String, self._param("instruction_topic"), self.on_instruction,
-                                 qos.LATCHED)
-        self.create_timer(self._param("diagnostics_period_s"), self.publish_diagnostics)
+                lambda msg, name=name, compressed=compressed: on_image(name, msg, compressed),
+                qos.SENSOR, callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_subscription(JointState, self._param("joint_state_topic"),
+                                 guarded(self, self.on_joint_state), qos.SENSOR_DEEP,
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_subscription(String, self._param("instruction_topic"),
+                                 guarded(self, self.on_instruction), qos.LATCHED)
+        self.create_timer(self._param("diagnostics_period_s"),
+                          guarded(self, self.publish_diagnostics))
         self.get_logger().info(f"cameras {dict(zip(names, topics))} -> "
                                f"{self._param('observation_topic')} at {self.image_size}px")
 
     def _param(self, name):
         return self.get_parameter(name).value
 
+    def _problem(self, kind: str, detail: str) -> None:
+        self.counters[kind] += 1
+        self.problems.warn(kind, detail)
+
     def on_image(self, camera: str, msg, compressed: bool) -> None:
         stamp = stamp_ns(msg.header.stamp)
         if not self._fresh(stamp):
             return
         try:
-            rgb = compressed_to_rgb(msg) if compressed else image_to_rgb(msg)
+            if compressed:
+                rgb = compressed_to_rgb(msg, self.image_size, self.resize_mode, self.max_pixels)
+            else:
+                rgb = image_to_rgb(msg, self.max_pixels)
         except ImageConversionError as error:
             self.counters["conversion_errors"] += 1
-            self.problems.warn(error.kind, f"camera {camera}: {error}")
-            return
-        self.sync.add_frame(camera, stamp, resize_rgb(rgb, self.image_size, self.resize_mode))
-        self._publish_ready()
+            return self._problem(error.kind, f"camera {camera}: {error}")
+        if max(rgb.shape[:2]) * 4 < self.image_size:
+            self.counters["tiny_image"] += 1
+            self.problems.warn("tiny_image", f"camera {camera}: {rgb.shape[1]}x{rgb.shape[0]} "
+                               f"for a {self.image_size} px model "
+                               f"({'used' if self.use_tiny_images else 'dropped'})")
+            if not self.use_tiny_images:
+                return
+        frame = resize_rgb(rgb, self.image_size, self.resize_mode)
+        with self._sync_lock:
+            self.sync.add_frame(camera, stamp, frame)
+            self._publish_ready()
 
     def on_joint_state(self, msg: JointState) -> None:
         stamp = stamp_ns(msg.header.stamp)
-        if self._fresh(stamp):
+        if not self._fresh(stamp):
+            return
+        problem = joint_state_problem(msg)
+        if problem:
+            return self._problem(problem, f"{len(msg.name)} names, {len(msg.position)} "
+                                          "positions (dropped)")
+        with self._sync_lock:
             self.sync.add_state(stamp, msg)
             self._publish_ready()
 
     def on_instruction(self, msg: String) -> None:
-        self.instruction = msg.data
-        self.get_logger().info(f"instruction: {msg.data[:120]!r}")
+        text, problem = clean_instruction(msg.data)
+        if problem:
+            self._problem(problem, f"instruction of {len(msg.data)} characters "
+                                   f"({'ignored' if text is None else 'cut'})")
+        if text is None:
+            return
+        if text != self.instruction:
+            self.get_logger().info(f"instruction: {text[:120]!r}", throttle_duration_sec=1.0)
+        self.instruction = text
 
     def _fresh(self, stamp: int) -> bool:
         now = self.get_clock().now().nanoseconds
@@ -132,7 +189,7 @@ class CameraIngest(Node):
 
     def publish_diagnostics(self) -> None:
         stats = vars(self.sync.stats) | self.counters
-        problems = stats["stale"] + stats["future"] + stats["conversion_errors"]
+        problems = sum(n for key, n in self.counters.items() if key != "conversion_errors")
         new_problems, self._reported_problems = problems - self._reported_problems, problems
         level = diagnostics.WARN if new_problems else diagnostics.OK
         self.diagnostics_pub.publish(diagnostics.array(
@@ -143,7 +200,8 @@ class CameraIngest(Node):
 
 
 def main(args=None) -> int:
-    return run_node(CameraIngest, args)
+    return run_node(CameraIngest, args,
+                    make_executor=lambda: YieldingMultiThreadedExecutor(num_threads=3))
 
 
 if __name__ == "__main__":

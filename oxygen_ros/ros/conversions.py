@@ -31,10 +31,33 @@ class Decoded:
     problems: list[str] = field(default_factory=list)   # one word per kind of bad input
 
 
+MAX_INSTRUCTION_CHARS = 1000   # a longer instruction is cut (and counted)
+
+
+def clean_instruction(text: str) -> tuple[Optional[str], str]:
+    """(the instruction to use or None to keep the current one, the problem or '')."""
+    if not text.strip():
+        return None, "empty_instruction"
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        return text[:MAX_INSTRUCTION_CHARS], "long_instruction"
+    return text, ""
+
+
+def joint_state_problem(msg) -> str:
+    """'' for a usable sensor_msgs/JointState, else the kind of problem."""
+    names, positions = list(msg.name), list(msg.position)
+    if not names or len(positions) != len(names) or len(set(names)) != len(names):
+        return "joint_state_mismatch"
+    if not all(math.isfinite(p) for p in positions):
+        return "non_finite_joint_state"
+    return ""
+
+
 def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence[str],
-                         fallback_instruction: str) -> Decoded:
+                         fallback_instruction: str, image_size: int = 0) -> Decoded:
     """Decode an Observation message. Unusable cameras are dropped (the model masks them);
-    the state follows `joint_names` (missing joints read 0, non-finite values read 0)."""
+    the state follows `joint_names` (missing joints read 0, non-finite values read 0).
+    Images not at `image_size` are used (resized by the model) and counted."""
     problems = []
     if len(msg.images) != len(msg.camera_names):
         return Decoded(None, ["malformed_observation"])
@@ -43,15 +66,23 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
         if name not in camera_names:
             problems.append("unknown_camera")
             continue
+        if name in images:
+            problems.append("duplicate_camera")
+            continue
         try:
             images[name] = image_to_rgb(image)
         except ImageConversionError:
             problems.append("bad_image")
+            continue
+        if image_size and images[name].shape[:2] != (image_size, image_size):
+            problems.append("wrong_image_size")
     if not images:
         return Decoded(None, problems + ["no_usable_camera"])
     if len(images) < len(camera_names):
         problems.append("missing_camera")
 
+    if len(msg.state.position) != len(msg.state.name):
+        problems.append("joint_state_mismatch")
     positions = dict(zip(msg.state.name, msg.state.position))
     if joint_names:
         if set(joint_names) - set(positions):
@@ -62,7 +93,10 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
     if not np.isfinite(state).all():
         problems.append("non_finite_state")
         state = np.nan_to_num(state, nan=0.0, posinf=0.0, neginf=0.0)
-    instruction = msg.instruction or fallback_instruction
+    instruction, problem = clean_instruction(msg.instruction) if msg.instruction else (None, "")
+    if problem:
+        problems.append(problem)
+    instruction = instruction or fallback_instruction
     return Decoded(Observation(images, state, instruction, to_seconds(msg.header.stamp)),
                    problems)
 

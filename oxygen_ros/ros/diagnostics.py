@@ -1,6 +1,7 @@
 """Builds diagnostic_msgs/DiagnosticStatus entries from plain counters (no diagnostic_updater)."""
 
 import time
+import traceback
 from typing import Mapping
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -23,6 +24,19 @@ def array(stamp, *statuses: DiagnosticStatus) -> DiagnosticArray:
 
 def _format(value: object) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def guarded(node, callback):
+    """The callback behind a boundary: an exception is counted in node.counters as
+    internal_error, logged with its traceback (throttled), and never raised."""
+    def boundary(*args):
+        try:
+            return callback(*args)
+        except Exception:  # noqa: BLE001 - a message must never stop the node
+            node.counters["internal_error"] += 1
+            node.get_logger().error(f"internal error in {callback.__name__} (counted): "
+                                    f"{traceback.format_exc()}", throttle_duration_sec=10.0)
+    return boundary
 
 
 class BurstLogger:

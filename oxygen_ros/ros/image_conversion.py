@@ -1,4 +1,14 @@
-"""sensor_msgs Image / CompressedImage <-> numpy RGB arrays, and resizing to the model size."""
+"""sensor_msgs Image / CompressedImage <-> numpy RGB arrays, and resizing to the model size.
+
+Whatever a message holds, the result is an RGB array or an ImageConversionError naming the
+kind of problem: unsupported_encoding, wrong_size, undecodable, empty_image, too_large
+(more pixels than allowed — checked from the header, before anything is decoded),
+degenerate_aspect (one side far longer than the other). JPEGs are decoded at the smallest
+scale that still covers the model resolution (libjpeg's DCT scaling), so HD cameras cost
+little more than small ones.
+"""
+
+import struct
 
 import cv2
 import numpy as np
@@ -20,6 +30,12 @@ ENCODINGS = {
 }
 
 
+MAX_PIXELS = 4096 * 4096        # default limit: above every real camera, below a bomb
+MAX_ASPECT = 16.0               # a longer side more than this times the shorter one
+REDUCED_FLAGS = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2,
+                 4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}
+
+
 class ImageConversionError(ValueError):
     """An image message that cannot be turned into an RGB array (the message says why;
     `kind` names the class of problem for counting and logging)."""
@@ -29,19 +45,28 @@ class ImageConversionError(ValueError):
         self.kind = kind
 
 
-def image_to_rgb(msg) -> np.ndarray:
+def check_dimensions(width: int, height: int, max_pixels: int = MAX_PIXELS) -> None:
+    """Raise unless an image of width x height is worth decoding."""
+    if width <= 0 or height <= 0:
+        raise ImageConversionError("empty_image", f"empty image {width}x{height}")
+    if width * height > max_pixels:
+        raise ImageConversionError("too_large", f"{width}x{height} = {width * height} pixels "
+                                                f"> the limit of {max_pixels}")
+    if max(width, height) > MAX_ASPECT * min(width, height):
+        raise ImageConversionError("degenerate_aspect", f"{width}x{height}: one side is more "
+                                                        f"than {MAX_ASPECT:g}x the other")
+
+
+def image_to_rgb(msg, max_pixels: int = MAX_PIXELS) -> np.ndarray:
     """Decode a sensor_msgs/Image into an (H, W, 3) uint8 RGB array (mono16 keeps the top byte)."""
-    if _BRIDGE is not None and msg.encoding in ENCODINGS and msg.encoding != "mono16":
-        return np.ascontiguousarray(_BRIDGE.imgmsg_to_cv2(msg, desired_encoding="rgb8"))
     if msg.encoding not in ENCODINGS:
         raise ImageConversionError(
             "unsupported_encoding",
             f"unsupported encoding {msg.encoding!r} (supported: {', '.join(ENCODINGS)})")
+    check_dimensions(msg.width, msg.height, max_pixels)
     channels, dtype, code = ENCODINGS[msg.encoding]
     itemsize = np.dtype(dtype).itemsize
     row_bytes = msg.width * channels * itemsize
-    if msg.height == 0 or msg.width == 0:
-        raise ImageConversionError("empty_image", f"empty image {msg.width}x{msg.height}")
     if msg.step < row_bytes:
         raise ImageConversionError(
             "wrong_size",
@@ -49,6 +74,8 @@ def image_to_rgb(msg) -> np.ndarray:
     if len(msg.data) < msg.step * msg.height:
         raise ImageConversionError(
             "wrong_size", f"{len(msg.data)} data bytes < step {msg.step} x height {msg.height}")
+    if _BRIDGE is not None and msg.encoding != "mono16":
+        return np.ascontiguousarray(_BRIDGE.imgmsg_to_cv2(msg, desired_encoding="rgb8"))
     raw = np.frombuffer(msg.data, dtype=np.uint8, count=msg.step * msg.height)
     rows = raw.reshape(msg.height, msg.step)[:, :row_bytes]
     order = ">" if msg.is_bigendian else "<"
@@ -61,12 +88,52 @@ def image_to_rgb(msg) -> np.ndarray:
     return cv2.cvtColor(pixels, code)
 
 
-def compressed_to_rgb(msg) -> np.ndarray:
-    """Decode a JPEG/PNG sensor_msgs/CompressedImage into an (H, W, 3) uint8 RGB array."""
-    buffer = np.frombuffer(msg.data, dtype=np.uint8)
-    if buffer.size == 0:
+def compressed_size(data: bytes) -> tuple[str, int, int]:
+    """(format, width, height) read from a JPEG or PNG header, without decoding."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24 and data[12:16] == b"IHDR":
+        width, height = struct.unpack(">II", data[16:24])
+        return "png", width, height
+    if data[:2] == b"\xff\xd8":
+        at = 2
+        while at + 4 <= len(data):
+            if data[at] != 0xFF:
+                break
+            marker = data[at + 1]
+            if marker == 0xFF:            # fill byte
+                at += 1
+                continue
+            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:   # no length field
+                at += 2
+                continue
+            length = struct.unpack(">H", data[at + 2:at + 4])[0]
+            if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD,
+                          0xCE, 0xCF) and at + 9 <= len(data):     # start of frame
+                height, width = struct.unpack(">HH", data[at + 5:at + 9])
+                return "jpeg", width, height
+            at += 2 + length
+        raise ImageConversionError("undecodable", "JPEG without a readable frame header")
+    raise ImageConversionError("unsupported_encoding",
+                               "compressed image is neither JPEG nor PNG")
+
+
+def reduction(width: int, height: int, size: int, mode: str = "pad") -> int:
+    """The largest JPEG scale-down (1, 2, 4, 8) that still covers size x size after resize:
+    the longer side for pad, the shorter one for stretch."""
+    side = max(width, height) if mode == "pad" else min(width, height)
+    return max((f for f in REDUCED_FLAGS if side // f >= size), default=1)
+
+
+def compressed_to_rgb(msg, size: int = 0, mode: str = "pad",
+                      max_pixels: int = MAX_PIXELS) -> np.ndarray:
+    """Decode a JPEG/PNG sensor_msgs/CompressedImage into an (H, W, 3) uint8 RGB array. With
+    a model `size`, JPEGs are decoded scaled down as far as that still covers it."""
+    data = bytes(msg.data)
+    if not data:
         raise ImageConversionError("empty_image", "empty compressed image")
-    bgr = cv2.imdecode(buffer, cv2.IMREAD_COLOR)
+    kind, width, height = compressed_size(data)
+    check_dimensions(width, height, max_pixels)
+    factor = reduction(width, height, size, mode) if size and kind == "jpeg" else 1
+    bgr = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), REDUCED_FLAGS[factor])
     if bgr is None:
         raise ImageConversionError("undecodable",
                                    f"cannot decode compressed image (format {msg.format!r})")
@@ -84,7 +151,7 @@ def resize_rgb(image: np.ndarray, size: int, mode: str = "pad") -> np.ndarray:
         new_height, new_width = size, size
     elif mode == "pad":
         ratio = max(width / size, height / size)
-        new_height, new_width = int(height / ratio), int(width / ratio)
+        new_height, new_width = max(1, int(height / ratio)), max(1, int(width / ratio))
     else:
         raise ValueError(f"resize mode must be 'pad' or 'stretch', not {mode!r}")
     shrinking = height > new_height or width > new_width

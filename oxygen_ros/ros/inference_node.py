@@ -42,14 +42,16 @@ from oxygen_ros.engine.threads import apply_torch_threads
 from oxygen_ros.model.loading import load_model
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
 from oxygen_ros.ros import conversions, diagnostics, qos
+from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.dialogue_router import DialogueRouter
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.run_node import run_node
 
 BAD_INPUTS = {"future_stamp", "stale_stamp", "malformed_observation", "unknown_camera",
-              "bad_image", "no_usable_camera", "missing_camera", "joint_names_mismatch",
-              "non_finite_state", "empty_request", "truncated_request", "non_finite_chunk",
-              "non_finite_command"}
+              "duplicate_camera", "bad_image", "wrong_image_size", "no_usable_camera",
+              "missing_camera", "joint_names_mismatch", "joint_state_mismatch",
+              "non_finite_state", "empty_instruction", "long_instruction", "empty_request",
+              "truncated_request", "non_finite_chunk", "non_finite_command", "internal_error"}
 
 PARAMETERS = {
     # name: (default, description)
@@ -190,6 +192,7 @@ class InferenceNode(LifecycleNode):
                                 tokenizer=p("tokenizer"), device=p("device"), dtype=p("dtype"),
                                 seed=p("seed"), prefix_attention=p("prefix_attention") or None,
                                 asset_id=p("asset_id"))
+        self.image_size = self.model.model.config.vision.image_size
         if len(self.joint_names) > self.model.model.config.action_dim:
             raise ValueError(f"{len(self.joint_names)} joints but the model acts on "
                              f"{self.model.model.config.action_dim} dimensions")
@@ -222,14 +225,16 @@ class InferenceNode(LifecycleNode):
         self._entities = [
             self.command_pub, self.chunk_pub, self.trajectory_pub, self.dialogue_pub,
             self.memory_pub, self.diagnostics_pub,
-            subscription(Observation, p("observation_topic"), self.on_observation,
-                         qos.RELIABLE, callback_group=inputs),
-            subscription(String, p("dialogue_request_topic"), self.dialogue.on_request,
-                         qos.RELIABLE_DEEP, callback_group=inputs),
-            subscription(String, p("instruction_topic"), self.on_instruction, qos.LATCHED,
+            subscription(Observation, p("observation_topic"),
+                         guarded(self, self.on_observation), qos.RELIABLE, callback_group=inputs),
+            subscription(String, p("dialogue_request_topic"),
+                         guarded(self, self.dialogue.on_request), qos.RELIABLE_DEEP,
                          callback_group=inputs),
-            self.create_timer(self.period, self.control_tick, callback_group=control),
-            self.create_timer(p("diagnostics_period_s"), self.publish_diagnostics,
+            subscription(String, p("instruction_topic"), guarded(self, self.on_instruction),
+                         qos.LATCHED, callback_group=inputs),
+            self.create_timer(self.period, guarded(self, self.control_tick),
+                              callback_group=control),
+            self.create_timer(p("diagnostics_period_s"), guarded(self, self.publish_diagnostics),
                               callback_group=reports)]
 
         self._stop = threading.Event()
@@ -311,7 +316,7 @@ class InferenceNode(LifecycleNode):
         if stamp < now - age_limit:
             return self._bad_input("stale_stamp", f"observation {now - stamp:.2f} s old")
         decoded = conversions.observation_from_msg(msg, self.camera_names, self.joint_names,
-                                                   self.instruction)
+                                                   self.instruction, self.image_size)
         for problem in decoded.problems:
             self._bad_input(problem, f"in observation at {stamp:.3f}")
         if decoded.observation is None:
@@ -324,10 +329,15 @@ class InferenceNode(LifecycleNode):
         self._wake.set()
 
     def on_instruction(self, msg: String) -> None:
-        if msg.data != self.instruction:
-            self.get_logger().info(f"instruction: {msg.data[:120]!r}",
-                                   throttle_duration_sec=1.0)
-        self.instruction = msg.data
+        text, problem = conversions.clean_instruction(msg.data)
+        if problem:
+            self._bad_input(problem, f"instruction of {len(msg.data)} characters "
+                                     f"({'ignored' if text is None else 'cut'})")
+        if text is None:
+            return
+        if text != self.instruction:
+            self.get_logger().info(f"instruction: {text[:120]!r}", throttle_duration_sec=1.0)
+        self.instruction = text
 
     # -- the engine thread ----------------------------------------------------------------
     def _fresh(self) -> bool:

@@ -11,6 +11,12 @@ from rclpy.qos import (
 # Cameras and joint states: best effort, shallow — a late frame is worth less than a new one.
 SENSOR = qos_profile_sensor_data
 
+# Joint states: best effort as a sensor, but deep — at 100-500 Hz a short queue overflows
+# whenever the subscriber's thread is briefly busy.
+SENSOR_DEEP = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=50,
+                         reliability=ReliabilityPolicy.BEST_EFFORT,
+                         durability=DurabilityPolicy.VOLATILE)
+
 # Observations and outputs between our nodes: reliable, a few deep, nothing latched.
 RELIABLE = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
                       reliability=ReliabilityPolicy.RELIABLE,

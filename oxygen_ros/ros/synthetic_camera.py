@@ -1,9 +1,11 @@
-"""synthetic_camera node: publishes a SyntheticScene as camera images and joint states."""
+"""synthetic_camera node: publishes a SyntheticScene as camera images and joint states
+(a topic ending in /compressed gets JPEG CompressedImage, any other raw rgb8 Image)."""
 
 import sys
 
+import cv2
 from rclpy.node import Node
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from oxygen_ros.ros import qos
 from oxygen_ros.ros.image_conversion import rgb_to_image
@@ -26,7 +28,9 @@ class SyntheticCamera(Node):
         topics = self.get_parameter("camera_topics").value
         self.scene = SyntheticScene(len(topics), self.get_parameter("height").value,
                                     self.get_parameter("width").value)
-        self.image_pubs = [self.create_publisher(Image, t, qos.SENSOR) for t in topics]
+        self.compressed = [t.rstrip("/").endswith("/compressed") for t in topics]
+        self.image_pubs = [self.create_publisher(CompressedImage if c else Image, t, qos.SENSOR)
+                           for t, c in zip(topics, self.compressed)]
         self.state_pub = self.create_publisher(
             JointState, self.get_parameter("joint_state_topic").value, qos.SENSOR)
         self.start = self.get_clock().now()
@@ -37,9 +41,15 @@ class SyntheticCamera(Node):
         now = self.get_clock().now()
         t = (now - self.start).nanoseconds / 1e9
         stamp = now.to_msg()
-        for camera, publisher in enumerate(self.image_pubs):
-            publisher.publish(rgb_to_image(self.scene.frame(camera, t), Image, stamp,
-                                           f"camera_{camera}"))
+        for camera, (publisher, compressed) in enumerate(zip(self.image_pubs, self.compressed)):
+            frame = self.scene.frame(camera, t)
+            if compressed:
+                jpeg = cv2.imencode(".jpg", cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))[1]
+                msg = CompressedImage(format="jpeg", data=jpeg.tobytes())
+                msg.header.stamp, msg.header.frame_id = stamp, f"camera_{camera}"
+            else:
+                msg = rgb_to_image(frame, Image, stamp, f"camera_{camera}")
+            publisher.publish(msg)
         state = JointState(name=self.scene.joint_names,
                            position=self.scene.joint_positions(t).tolist())
         state.header.stamp = stamp
