@@ -267,6 +267,20 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_ingest(args: argparse.Namespace) -> int:
+    """Ingest benchmark: decode + resize per camera frame, raw and JPEG, 480p to 1080p."""
+    import json
+
+    from oxygen_ros.ros import ingest_benchmark
+
+    rows = ingest_benchmark.run(args.size, args.resize_mode, args.repeats)
+    print(ingest_benchmark.table(rows))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(rows, handle, indent=2)
+    return 0
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Describe a π0.5 checkpoint: format, dimensions, parameters, memory for weights + KV."""
     from oxygen_ros.model import checkpoint
@@ -440,6 +454,14 @@ def build_parser() -> argparse.ArgumentParser:
                                   "cores but one)")
     bench_model.add_argument("--json", help="also write the numbers to this JSON file")
     bench_model.set_defaults(func=cmd_bench_model)
+
+    bench_ingest = sub.add_parser("bench-ingest", help=cmd_bench_ingest.__doc__)
+    bench_ingest.add_argument("--size", type=int, default=112,
+                              help="model resolution (default 112, the small preset's)")
+    bench_ingest.add_argument("--resize-mode", default="pad", choices=["pad", "stretch"])
+    bench_ingest.add_argument("--repeats", type=int, default=20, help="timed repeats (median)")
+    bench_ingest.add_argument("--json", help="also write the numbers to this JSON file")
+    bench_ingest.set_defaults(func=cmd_bench_ingest)
     return parser
 
 
