@@ -286,7 +286,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from oxygen_ros.model import checkpoint
 
     try:
-        info = checkpoint.inspect(args.checkpoint)
+        info = checkpoint.inspect(args.checkpoint, tuple(args.heads or ()) or None,
+                                  args.vision_heads)
     except checkpoint.CheckpointError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -411,6 +412,10 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("checkpoint", help="checkpoint directory or model.safetensors")
     inspect.add_argument("--kv-pages", type=int, default=512, help="KV pool pages (default 512)")
     inspect.add_argument("--page-size", type=int, default=16, help="tokens per page")
+    inspect.add_argument("--heads", type=int, nargs=3, metavar=("HEADS", "KV_HEADS", "HEAD_DIM"),
+                         help="Gemma attention shape, for a variant the loader does not know")
+    inspect.add_argument("--vision-heads", type=int, default=0,
+                         help="SigLIP heads (default: width / 72, else width / 64)")
     inspect.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"],
                          help="dtype to size weights and cache for (default bfloat16)")
     inspect.set_defaults(func=cmd_inspect)

@@ -25,7 +25,17 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 # openpi's gemma.get_config: attention shapes of each Gemma variant
 VARIANT_HEADS = {"dummy": (8, 1, 16), "gemma_300m": (8, 1, 256), "gemma_2b": (8, 1, 256),
                  "gemma_300m_lora": (8, 1, 256), "gemma_2b_lora": (8, 1, 256)}
-SIGLIP_HEAD_DIM = 72   # So400m/14: 1152 wide, 16 heads
+SIGLIP_HEAD_DIMS = (72, 64)   # So400m/14 (1152 wide, 16 heads), then SigLIP B/L
+# In bfloat16 the reference implementations keep these parameters in float32 (selectors
+# matched against checkpoint keys, as their to_bfloat16_for_selected_params does).
+KEEP_FLOAT32 = {
+    "openpi": ("vision_tower.vision_model.embeddings.patch_embedding.weight",
+               "vision_tower.vision_model.embeddings.patch_embedding.bias",
+               "vision_tower.vision_model.embeddings.position_embedding.weight",
+               "input_layernorm", "post_attention_layernorm", "model.norm"),
+    "lerobot": ("vision_tower", "multi_modal_projector", "input_layernorm",
+                "post_attention_layernorm", "model.norm"),
+}
 # stored by the reference implementations, not used for inference
 IGNORED = ("paligemma_with_expert.gemma_expert.lm_head.weight",)
 TIED_HEAD = "paligemma_with_expert.paligemma.lm_head.weight"
@@ -126,11 +136,34 @@ def _shape(shapes: dict, key: str) -> tuple[int, ...]:
     return shapes[key]
 
 
-def _gemma(shapes: dict, stem: str, variant: str, role: str) -> GemmaConfig:
+HEAD_FIELDS = ("num_attention_heads", "num_key_value_heads", "head_dim")
+
+
+def _heads(variant: str, raw: dict, explicit: Optional[tuple], role: str) -> tuple[int, ...]:
+    """(heads, kv heads, head_dim): given explicitly, else config.json's fields, else the
+    variant's table entry; an unknown variant without them is an error naming them."""
+    if explicit and any(explicit):
+        if not all(explicit):
+            raise CheckpointError("give all three of attention_heads, attention_kv_heads and "
+                                  "attention_head_dim (or none)")
+        return tuple(explicit)
+    if all(field in raw for field in HEAD_FIELDS):
+        return tuple(int(raw[field]) for field in HEAD_FIELDS)
     if variant not in VARIANT_HEADS:
-        raise CheckpointError(f"unknown {role} variant {variant!r} "
-                              f"(known: {', '.join(VARIANT_HEADS)})")
-    heads, kv_heads, head_dim = VARIANT_HEADS[variant]
+        raise CheckpointError(
+            f"unknown {role} variant {variant!r} (known: {', '.join(VARIANT_HEADS)}): its "
+            "attention shape cannot be read from the tensors; set the node parameters "
+            "attention_heads, attention_kv_heads and attention_head_dim (or "
+            f"{', '.join(HEAD_FIELDS)} in config.json)")
+    return VARIANT_HEADS[variant]
+
+
+def _gemma(shapes: dict, stem: str, variant: str, role: str, raw: dict,
+           explicit: Optional[tuple] = None) -> GemmaConfig:
+    heads, kv_heads, head_dim = _heads(variant, raw, explicit, role)
+    if min(heads, kv_heads, head_dim) < 1 or heads % kv_heads:
+        raise CheckpointError(f"{role}: {heads} heads, {kv_heads} kv heads, head_dim "
+                              f"{head_dim} is not an attention shape")
     q = _shape(shapes, f"{stem}layers.0.self_attn.q_proj.weight")
     k = _shape(shapes, f"{stem}layers.0.self_attn.k_proj.weight")
     gate = _shape(shapes, f"{stem}layers.0.mlp.gate_proj.weight")
@@ -143,8 +176,10 @@ def _gemma(shapes: dict, stem: str, variant: str, role: str) -> GemmaConfig:
                        head_dim=head_dim)
 
 
-def read_config(shapes: dict, raw: dict, prefix: str) -> ModelConfig:
-    """The model configuration a checkpoint implies (tensor shapes + config.json)."""
+def read_config(shapes: dict, raw: dict, prefix: str, heads: Optional[tuple] = None,
+                vision_heads: int = 0) -> ModelConfig:
+    """The model configuration a checkpoint implies (tensor shapes + config.json), with
+    attention shapes given explicitly where the variant names do not say them."""
     root = prefix + "paligemma_with_expert."
     vision_stem = root + "paligemma.model.vision_tower.vision_model."
     patch = _shape(shapes, vision_stem + "embeddings.patch_embedding.weight")   # [W, 3, P, P]
@@ -155,14 +190,20 @@ def read_config(shapes: dict, raw: dict, prefix: str) -> ModelConfig:
         raise CheckpointError(f"{vision_stem}embeddings.position_embedding.weight: "
                               f"{positions[0]} positions is not a square grid")
     width = patch[0]
-    vision_heads = width // SIGLIP_HEAD_DIM if width % SIGLIP_HEAD_DIM == 0 else width // 64
+    vision_heads = vision_heads or int(raw.get("vision_num_attention_heads", 0)) or next(
+        (width // d for d in SIGLIP_HEAD_DIMS if width % d == 0), 0)
+    if vision_heads < 1 or width % vision_heads:
+        raise CheckpointError(
+            f"{vision_stem}: a vision width of {width} has no SigLIP head count "
+            f"({' or '.join(str(d) for d in SIGLIP_HEAD_DIMS)} per head) — set the node "
+            "parameter vision_heads (or vision_num_attention_heads in config.json)")
     vision = VisionConfig(image_size=side * patch[2], patch_size=patch[2], width=width,
                           depth=_count_layers(shapes, vision_stem + "encoder.layers."),
                           mlp_dim=fc1[0], num_heads=vision_heads)
     vlm = _gemma(shapes, root + "paligemma.model.language_model.",
-                 raw.get("paligemma_variant", "gemma_2b"), "paligemma")
+                 raw.get("paligemma_variant", "gemma_2b"), "paligemma", raw, heads)
     expert = _gemma(shapes, root + "gemma_expert.model.",
-                    raw.get("action_expert_variant", "gemma_300m"), "action expert")
+                    raw.get("action_expert_variant", "gemma_300m"), "action expert", raw, heads)
     embedding = shapes.get(prefix + EMBEDDING) or shapes.get(prefix + TIED_HEAD)
     if embedding is None:
         raise CheckpointError(f"missing tensor {prefix + EMBEDDING} (nor its tied copy "
@@ -181,7 +222,7 @@ def read_config(shapes: dict, raw: dict, prefix: str) -> ModelConfig:
         raise CheckpointError(f"inconsistent checkpoint: {error}") from None
 
 
-def inspect(path: str | Path) -> Checkpoint:
+def inspect(path: str | Path, heads: Optional[tuple] = None, vision_heads: int = 0) -> Checkpoint:
     """Format, dimensions and contents of a checkpoint, without loading its weights."""
     weights = _weights_file(Path(path))
     config_file = weights.parent / "config.json"
@@ -198,7 +239,7 @@ def inspect(path: str | Path) -> Checkpoint:
             dtype = handle.get_slice(key).get_dtype()
             dtypes[dtype] = dtypes.get(dtype, 0) + 1
     fmt, prefix = _detect(shapes, raw)
-    config = read_config(shapes, raw, prefix)
+    config = read_config(shapes, raw, prefix, heads, vision_heads)
     params = sum(_numel(s) for k, s in shapes.items()
                  if k[len(prefix):] not in IGNORED and k[len(prefix):] != TIED_HEAD)
     return Checkpoint(weights, fmt, prefix, config, raw, dtypes, params)
@@ -213,15 +254,22 @@ def _numel(shape) -> int:
 
 def load(path: str | Path, device: str | torch.device = "cpu",
          dtype: torch.dtype = torch.float32, prefix_attention: Optional[str] = None,
-         strict: bool = True) -> tuple[Pi05Model, Checkpoint]:
-    """Build the model a checkpoint describes and fill it with the checkpoint's tensors."""
-    info = inspect(path)
+         strict: bool = True, heads: Optional[tuple] = None,
+         vision_heads: int = 0) -> tuple[Pi05Model, Checkpoint]:
+    """Build the model a checkpoint describes and fill it with the checkpoint's tensors.
+    In bfloat16 the parameters its reference implementation keeps in float32 stay so."""
+    info = inspect(path, heads, vision_heads)
     config = info.config
     if prefix_attention:
         config = config.with_(prefix_attention=prefix_attention)
     with torch.device("meta"):
         model = Pi05Model(config)
     model = model.to_empty(device=device).to(dtype)
+    if dtype == torch.bfloat16:
+        keep = KEEP_FLOAT32[info.format]
+        for name, param in model.named_parameters():
+            if any(selector in checkpoint_key(name) for selector in keep):
+                param.data = param.data.float()
     expected = expected_keys(model, info.prefix)
     params = dict(model.named_parameters())
     by_key = {checkpoint_key(name, info.prefix): name for name in params}
@@ -243,7 +291,8 @@ def load(path: str | Path, device: str | torch.device = "cpu",
                                       f"{list(tensor.shape)}, the model needs "
                                       f"{list(expected[key])}")
             with torch.no_grad():
-                params[by_key[key]].copy_(tensor.to(device=device, dtype=dtype))
+                target = params[by_key[key]]
+                target.copy_(tensor.to(device=device, dtype=target.dtype))
         if embedding in stored and tied in stored:
             head = handle.get_tensor(tied).to(device=device, dtype=dtype)
             if not torch.equal(head, params[by_key[embedding]]):

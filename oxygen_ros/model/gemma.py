@@ -35,10 +35,12 @@ class AdaRMSNorm(nn.Module):
         self.dense = nn.Linear(cond_dim, 3 * dim)
 
     def forward(self, x: torch.Tensor, cond: torch.Tensor):
-        # cond: [batch, cond_dim] -> broadcast over the token axis of x: [batch, tokens, dim]
-        scale, shift, gate = self.dense(cond).unsqueeze(-2).chunk(3, dim=-1)
+        # cond: [batch, cond_dim] -> broadcast over the token axis of x: [batch, tokens, dim];
+        # the modulation runs in the dense layer's dtype (float32 in mixed precision)
+        modulation = self.dense(cond.to(self.dense.weight.dtype))
+        scale, shift, gate = modulation.unsqueeze(-2).chunk(3, dim=-1)
         normed = _rms(x, self.eps)
-        return (normed * (1.0 + scale.float()) + shift.float()).to(x.dtype), gate
+        return (normed * (1.0 + scale.float()) + shift.float()).to(x.dtype), gate.to(x.dtype)
 
 
 def _rms(x: torch.Tensor, eps: float) -> torch.Tensor:

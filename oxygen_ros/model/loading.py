@@ -25,18 +25,31 @@ class LoadedModel:
 
 def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
                device: str = "cpu", dtype: str = "float32", seed: int = 0,
-               prefix_attention: Optional[str] = None, asset_id: str = "") -> LoadedModel:
+               prefix_attention: Optional[str] = None, asset_id: str = "",
+               normalization: str = "", heads: Optional[tuple] = None,
+               vision_heads: int = 0) -> LoadedModel:
+    """normalization: "" uses the checkpoint's statistics (an error if it should have them
+    and does not), "identity" none. heads: (heads, kv heads, head_dim) for Gemma variants
+    the loader does not know; vision_heads likewise for SigLIP."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    if normalization not in ("", "identity"):
+        raise ValueError(f"normalization must be '' (the checkpoint's) or 'identity', not "
+                         f"{normalization!r}")
     if checkpoint:
-        model, info = checkpoints.load(checkpoint, device, DTYPES[dtype], prefix_attention)
+        model, info = checkpoints.load(checkpoint, device, DTYPES[dtype], prefix_attention,
+                                       heads=heads, vision_heads=vision_heads)
         text = PaliGemmaTokenizer(tokenizer)
         if text.vocab_size > model.config.vocab_size:
             raise ValueError(f"tokenizer {tokenizer} has {text.vocab_size} pieces, more than the "
                              f"model's {model.config.vocab_size} embeddings")
         directory = info.path.parent
-        norm = (norms.load_lerobot(directory) if info.format == "lerobot"
-                else norms.load_openpi(directory, asset_id))
+        if normalization == "identity":
+            norm = norms.Normalization(source="identity (normalization: identity)")
+        elif info.format == "lerobot":
+            norm = norms.load_lerobot(directory, raw_config=info.raw_config)
+        else:
+            norm = norms.load_openpi(directory, asset_id)
         return LoadedModel(model, text, f"{info.format} checkpoint {directory} "
                            f"({info.num_parameters / 1e6:.1f} M parameters, {dtype} on {device}; "
                            f"normalization: {norm.source})", norm)

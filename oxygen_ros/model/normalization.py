@@ -59,6 +59,10 @@ class Stats:
         return out
 
 
+class MissingStatistics(ValueError):
+    """A checkpoint that normalizes but does not carry its statistics."""
+
+
 @dataclass(frozen=True)
 class Normalization:
     state: Optional[Stats] = None
@@ -88,7 +92,10 @@ def load_openpi(checkpoint_dir: Path, asset_id: str = "", mode: str = "quantile"
     if asset_id:
         files = [f for f in files if f.parent.name == asset_id]
     if not files:
-        return Normalization()
+        raise MissingStatistics(
+            f"{assets}/{asset_id or '<asset_id>'}/norm_stats.json: no normalization statistics; "
+            "openpi checkpoints ship them (actions would come out in normalized units) — set "
+            "normalization: identity only if the model was trained without")
     if len(files) > 1:
         raise ValueError(f"{assets}: several normalization stats "
                          f"{[f.parent.name for f in files]}; choose one with asset_id")
@@ -98,7 +105,16 @@ def load_openpi(checkpoint_dir: Path, asset_id: str = "", mode: str = "quantile"
     return Normalization(state, actions, f"openpi {files[0].relative_to(checkpoint_dir)} ({mode})")
 
 
-def load_lerobot(checkpoint_dir: Path, mode: str = "quantile") -> Normalization:
+def lerobot_expects_statistics(raw_config: dict) -> bool:
+    """Whether a lerobot config normalizes state or actions (pi05's default: quantiles)."""
+    mapping = raw_config.get("normalization_mapping") or {"STATE": "QUANTILES",
+                                                          "ACTION": "QUANTILES"}
+    return any(str(mapping.get(key, "QUANTILES")).upper().rpartition(".")[2] != "IDENTITY"
+               for key in ("STATE", "ACTION"))
+
+
+def load_lerobot(checkpoint_dir: Path, mode: str = "quantile",
+                 raw_config: Optional[dict] = None) -> Normalization:
     stats: dict[str, dict] = {}
     files = sorted(Path(checkpoint_dir).glob("*normalizer_processor*.safetensors"))
     for path in files:
@@ -110,6 +126,13 @@ def load_lerobot(checkpoint_dir: Path, mode: str = "quantile") -> Normalization:
             feature, _, stat = key.rpartition(".")
             stats.setdefault(feature, {}).setdefault(stat, value)
     if not stats:
+        if lerobot_expects_statistics(raw_config or {}):
+            raise MissingStatistics(
+                f"{checkpoint_dir}: config.json normalizes state and actions but no "
+                "*normalizer_processor*.safetensors (lerobot's policy_preprocessor_step_*_"
+                "normalizer_processor / policy_postprocessor_step_*_unnormalizer_processor) "
+                "is there — actions would come out in normalized units; copy them from the "
+                "training run, or set normalization: identity if the model needs none")
         return Normalization()
     return Normalization(
         _stats(stats["observation.state"], mode, "lerobot", "observation.state")

@@ -74,7 +74,8 @@ class Pi05Model(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.projector.weight.dtype
+        """The compute dtype (norms and the vision path may be kept in float32)."""
+        return self.language_model.embed_tokens.weight.dtype
 
     @property
     def device(self) -> torch.device:
@@ -83,8 +84,9 @@ class Pi05Model(nn.Module):
     # -- embeddings ---------------------------------------------------------------------
     def embed_images(self, images: torch.Tensor) -> torch.Tensor:
         """[cameras, 3, S, S] -> [cameras * patches, vlm width] (no sqrt(width) scaling)."""
-        features = self.vision(images.to(self.device, self.dtype))
-        return self.projector(features).flatten(0, 1)
+        features = self.vision(images.to(self.device))
+        projected = self.projector(features.to(self.projector.weight.dtype))
+        return projected.flatten(0, 1).to(self.dtype)
 
     def embed_prefix(self, prefix: Prefix, start: int = 0) -> torch.Tensor:
         """Embeddings of prefix tokens [start:], running the vision tower only if needed."""

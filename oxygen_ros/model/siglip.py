@@ -78,7 +78,9 @@ class SiglipVisionModel(nn.Module):
         self.post_layernorm = nn.LayerNorm(config.width, eps=1e-6)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        x = self.embeddings(pixels)
+        """(Mixed precision: the embeddings may be float32 while the encoder is not.)"""
+        x = self.embeddings(pixels.to(self.embeddings.patch_embedding.weight.dtype))
+        x = x.to(self.post_layernorm.weight.dtype)
         for layer in self.encoder.layers:
             x = layer(x)
         return self.post_layernorm(x)

@@ -74,6 +74,13 @@ PARAMETERS = {
     "checkpoint": ("", "π0.5 checkpoint directory (openpi PyTorch or lerobot pi05 layout)"),
     "tokenizer": ("", "PaliGemma SentencePiece .model file (needed with a checkpoint)"),
     "asset_id": ("", "openpi normalization stats to use (assets/<asset_id>/)"),
+    "normalization": ("", "'' : the checkpoint's statistics (required if it normalizes); "
+                          "identity: none"),
+    "attention_heads": (0, "Gemma heads, for a checkpoint variant the loader does not know "
+                           "(0: from the variant name)"),
+    "attention_kv_heads": (0, "Gemma kv heads (with attention_heads)"),
+    "attention_head_dim": (0, "Gemma head_dim (with attention_heads)"),
+    "vision_heads": (0, "SigLIP heads (0: from the width, 72 or 64 per head)"),
     "device": ("cpu", "cpu or cuda"),
     "dtype": ("float32", "float32 or bfloat16"),
     "seed": (0, "weights seed (presets) and noise seed"),
@@ -191,7 +198,10 @@ class InferenceNode(LifecycleNode):
         self.model = load_model(preset=p("preset"), checkpoint=p("checkpoint"),
                                 tokenizer=p("tokenizer"), device=p("device"), dtype=p("dtype"),
                                 seed=p("seed"), prefix_attention=p("prefix_attention") or None,
-                                asset_id=p("asset_id"))
+                                asset_id=p("asset_id"), normalization=p("normalization"),
+                                heads=(p("attention_heads"), p("attention_kv_heads"),
+                                       p("attention_head_dim")),
+                                vision_heads=p("vision_heads"))
         self.image_size = self.model.model.config.vision.image_size
         if len(self.joint_names) > self.model.model.config.action_dim:
             raise ValueError(f"{len(self.joint_names)} joints but the model acts on "

@@ -162,7 +162,11 @@ def test_weights_load_as_bfloat16_by_parameter(tmp_path, reference):
     directory = write_openpi(tmp_path / "ckpt", reference, dtype=torch.bfloat16)
     assert checkpoint.inspect(directory).dtypes == {"BF16": len(real_keys(reference))}
     model, _ = checkpoint.load(directory, dtype=torch.bfloat16)
-    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    # as openpi's to_bfloat16_for_selected_params: vision embeddings and norms stay float32
+    kept = {name for name, p in model.named_parameters() if p.dtype == torch.float32}
+    assert kept and all(("vision.embeddings." in n or "layernorm" in n or n.endswith("norm.weight")
+                         or "norm.dense" in n) for n in kept), kept
+    assert model.action_in_proj.weight.dtype == model.dtype == torch.bfloat16
     model32, _ = checkpoint.load(directory, dtype=torch.float32)
     torch.testing.assert_close(model32.action_in_proj.weight,
                                reference.action_in_proj.weight.bfloat16().float())
@@ -377,3 +381,72 @@ def test_the_inference_node_runs_a_checkpoint_given_by_parameters(tmp_path, refe
         assert report.chunk.actions.shape == (5, 32) and np.isfinite(report.chunk.actions).all()
     finally:
         node.destroy_node()
+
+
+# -- checkpoints that lie or leave things out ---------------------------------------------
+
+def test_bfloat16_actions_track_float32_within_tolerance(tmp_path, reference):
+    """Mixed precision as the reference implementations run it: the bf16 chunk stays
+    within 0.1 (normalized action units, values of order 1) of the float32 one."""
+    for layout, write in (("openpi", write_openpi), ("lerobot", write_lerobot)):
+        directory = write(tmp_path / layout, reference)
+        model32, _ = checkpoint.load(directory, dtype=torch.float32)
+        model16, info = checkpoint.load(directory, dtype=torch.bfloat16)
+        kept = {n for n, p in model16.named_parameters() if p.dtype == torch.float32}
+        if layout == "lerobot":   # the whole vision path and the projector stay float32
+            assert all(n in kept for n, _ in model16.vision.named_parameters(prefix="vision"))
+            assert "projector.weight" in kept
+        actions32, _ = outputs(model32)
+        actions16, _ = outputs(model16)
+        error = (actions16.float() - actions32).abs()
+        assert error.max() < 0.1, (layout, error.max())
+
+
+def test_a_lerobot_checkpoint_without_its_statistics_is_an_error_naming_the_files(
+        tmp_path, reference):
+    directory = write_lerobot(tmp_path / "ckpt", reference)
+    for stats in directory.glob("*normalizer_processor*"):
+        stats.unlink()
+    with pytest.raises(ValueError, match="normalizer_processor.*normalized units"):
+        load_model(checkpoint=str(directory), tokenizer=_tokenizer(tmp_path))
+    loaded = load_model(checkpoint=str(directory), tokenizer=_tokenizer(tmp_path),
+                        normalization="identity")
+    assert "identity" in loaded.description and loaded.normalization.actions is None
+
+
+def test_an_openpi_checkpoint_without_norm_stats_is_an_error(tmp_path, reference):
+    directory = write_openpi(tmp_path / "ckpt", reference)
+    (directory / "assets" / "trossen" / "norm_stats.json").unlink()
+    with pytest.raises(ValueError, match="norm_stats.json: no normalization statistics"):
+        load_model(checkpoint=str(directory), tokenizer=_tokenizer(tmp_path))
+
+
+def test_an_unknown_variant_needs_explicit_heads_and_loads_with_them(tmp_path, reference):
+    directory = write_lerobot(tmp_path / "ckpt", reference)
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps(config | {
+        "paligemma_variant": "gemma_custom", "action_expert_variant": "gemma_custom"}))
+    with pytest.raises(checkpoint.CheckpointError,
+                       match="unknown paligemma variant 'gemma_custom'.*attention_heads"):
+        checkpoint.inspect(directory)
+    info = checkpoint.inspect(directory, heads=(8, 1, 16))
+    assert (info.config.vlm.num_heads, info.config.vlm.num_kv_heads,
+            info.config.vlm.head_dim) == (8, 1, 16)
+    with pytest.raises(checkpoint.CheckpointError, match="do not fit"):
+        checkpoint.inspect(directory, heads=(4, 1, 16))
+    (directory / "config.json").write_text(json.dumps(config | {
+        "paligemma_variant": "gemma_custom", "num_attention_heads": 8,
+        "num_key_value_heads": 1, "head_dim": 16}))
+    model, _ = checkpoint.load(directory)
+    assert torch.equal(outputs(model)[0], outputs(reference)[0])
+
+
+def test_a_vision_width_with_no_head_count_is_refused_at_load(tmp_path):
+    narrow = CONFIG.with_(vision=VisionConfig(image_size=28, patch_size=14, width=32, depth=1,
+                                              mlp_dim=64, num_heads=2))
+    directory = write_openpi(tmp_path / "ckpt", Pi05Model(narrow, seed=1).eval())
+    with pytest.raises(checkpoint.CheckpointError, match="vision width of 32.*vision_heads"):
+        checkpoint.inspect(directory)
+    assert checkpoint.inspect(directory, vision_heads=2).config.vision.num_heads == 2
+    with pytest.raises(checkpoint.CheckpointError, match="no SigLIP head count"):
+        checkpoint.inspect(directory, vision_heads=3)
