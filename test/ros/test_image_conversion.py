@@ -69,11 +69,32 @@ def test_bad_raw_images_raise_a_conversion_error_naming_the_problem(msg, reason)
         image_to_rgb(msg)
 
 
-def test_undecodable_compressed_image_raises_a_conversion_error():
-    with pytest.raises(ImageConversionError, match="cannot decode"):
-        compressed_to_rgb(CompressedImage(format="jpeg", data=b"not a jpeg at all"))
-    with pytest.raises(ImageConversionError, match="empty"):
-        compressed_to_rgb(CompressedImage(format="jpeg", data=b""))
+def test_undecodable_compressed_image_raises_a_conversion_error_of_its_kind():
+    def kind(data):
+        with pytest.raises(ImageConversionError) as error:
+            compressed_to_rgb(CompressedImage(format="jpeg", data=data))
+        return error.value.kind
+    assert kind(b"not a jpeg at all") == "unsupported_encoding"
+    assert kind(b"") == "empty_image"
+    assert kind(b"\xff\xd8\xff\xe0\x00\x10JFIF") == "undecodable"       # no frame header
+    good = cv2.imencode(".jpg", np.zeros((48, 64, 3), np.uint8))[1].tobytes()
+    header_only = good[:good.index(b"\xff\xda")]                        # no scan data
+    assert kind(header_only) == "undecodable"
+
+
+def test_size_limits_apply_before_decoding_and_jpegs_decode_at_the_covering_scale():
+    from oxygen_ros.ros.image_conversion import compressed_size, reduction
+    big = cv2.imencode(".jpg", np.zeros((720, 1280, 3), np.uint8))[1].tobytes()
+    assert compressed_size(big) == ("jpeg", 1280, 720)
+    with pytest.raises(ImageConversionError) as error:
+        compressed_to_rgb(CompressedImage(format="jpeg", data=big), max_pixels=1280 * 719)
+    assert error.value.kind == "too_large"
+    # pad covers 112 px on the long side (1280 / 8 = 160), stretch on the short one
+    assert reduction(1280, 720, 112, "pad") == 8 and reduction(1280, 720, 112, "stretch") == 4
+    assert compressed_to_rgb(CompressedImage(format="jpeg", data=big), 112).shape == (90, 160, 3)
+    with pytest.raises(ImageConversionError) as error:
+        image_to_rgb(Image(height=1, width=200, encoding="rgb8", step=600, data=bytes(600)))
+    assert error.value.kind == "degenerate_aspect"
 
 
 def test_resize_gives_the_model_resolution_and_round_trips_through_a_message():
