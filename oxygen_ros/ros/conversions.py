@@ -28,7 +28,7 @@ def to_time(seconds: float) -> Time:
 @dataclass
 class Decoded:
     observation: Observation | None
-    problems: list[str] = field(default_factory=list)   # one word per kind of bad input
+    problems: list[str] = field(default_factory=list)   # each kind of bad input, once
 
 
 MAX_INSTRUCTION_CHARS = 1000   # a longer instruction is cut (and counted)
@@ -77,7 +77,7 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
         if image_size and images[name].shape[:2] != (image_size, image_size):
             problems.append("wrong_image_size")
     if not images:
-        return Decoded(None, problems + ["no_usable_camera"])
+        return Decoded(None, list(dict.fromkeys(problems + ["no_usable_camera"])))
     if len(images) < len(camera_names):
         problems.append("missing_camera")
 
@@ -98,7 +98,7 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
         problems.append(problem)
     instruction = instruction or fallback_instruction
     return Decoded(Observation(images, state, instruction, to_seconds(msg.header.stamp)),
-                   problems)
+                   list(dict.fromkeys(problems)))   # each kind once per message
 
 
 def action_chunk_msg(frame_id: int, stamp: float, actions: np.ndarray, dt: float,
