@@ -259,7 +259,8 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
     threads = apply_torch_threads(args.threads)
     print(f"torch threads: {threads} (the inference node's choice unless --threads)")
     result = benchmark.run(args.preset, args.device, getattr(torch, args.dtype),
-                           batches=tuple(args.batches), repeats=args.repeats)
+                           batches=tuple(args.batches), repeats=args.repeats,
+                           cuda_graphs=args.cuda_graphs)
     print(benchmark.report(result))
     if args.json:
         with open(args.json, "w") as handle:
@@ -457,6 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench_model.add_argument("--threads", type=int, default=0,
                              help="torch CPU threads (default 0: as the inference node, all "
                                   "cores but one)")
+    bench_model.add_argument("--cuda-graphs", action="store_true",
+                             help="replay decode steps and denoising from CUDA graphs (CUDA)")
     bench_model.add_argument("--json", help="also write the numbers to this JSON file")
     bench_model.set_defaults(func=cmd_bench_model)
 

@@ -42,6 +42,7 @@ class Workload:
     prefix_attention: str = "bidirectional"
     seed: int = 0
     device: str = "cpu"
+    dtype: str = "float32"
 
 
 def observations(workload: Workload, config) -> list[Observation]:
@@ -85,7 +86,8 @@ def _percentile_ms(values, q) -> float:
 def run(workload: Workload, progress=None) -> dict:
     config = preset(workload.preset).with_(num_denoise_steps=workload.denoise_steps,
                                            prefix_attention=workload.prefix_attention)
-    model = Pi05Model(config, seed=workload.seed).to(workload.device).eval()
+    model = Pi05Model(config, seed=workload.seed).to(workload.device,
+                                                     getattr(torch, workload.dtype)).eval()
     frames = observations(workload, config)
     requests = arrivals(workload)
     engines = {name: cls(model, engine_config(workload)) for name, cls in MODES.items()}

@@ -26,6 +26,9 @@ class EngineConfig:
     # -- requests
     request_timeout_s: float = 60.0        # a request not finished by then ends ("timeout")
     max_pending_requests: int = 64         # dialogue requests beyond this end ("queue_full")
+    # -- speed on CUDA (the CPU path never changes)
+    cuda_graphs: bool = True               # decode steps and the denoising loop as graphs
+    torch_compile: bool = False            # torch.compile the MLP blocks
     temperature: float = 0.0               # 0: greedy
     top_p: float = 1.0
     stop_at_eos: bool = True

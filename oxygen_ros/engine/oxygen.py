@@ -27,8 +27,22 @@ class OxygenEngine(EngineCore):
         self.cache = self.new_cache()
         # the newest observation's prefix: new requests attach to it, also between frames
         self.newest: tuple[PageTable, Prefix, int] | None = None
+        if model.device.type == "cuda":
+            self._speed_up()
         if calibrate:
             self.calibrate()
+
+    def _speed_up(self) -> None:
+        """CUDA only: compiled MLP blocks and CUDA graphs over this engine's cache."""
+        from oxygen_ros.model.cuda_graphs import CudaGraphs
+
+        config = self.config
+        if config.torch_compile:
+            self.model.compile_blocks()
+        if config.cuda_graphs:
+            longest = (self.max_prefix_tokens + config.max_request_tokens + 64
+                       + max(config.dialogue_max_tokens, config.memory_max_tokens))
+            self.model.graphs = CudaGraphs(self.model, self.cache, longest)
 
     def calibrate(self, prompt_tokens: int = 8, steps: int = 3, action_paths: int = 3) -> None:
         """Measure the action path (prefill of a new observation + denoising), a request

@@ -58,7 +58,8 @@ def measure_bandwidth(device: torch.device, megabytes: int = 256, repeats: int =
 
 def run(preset_name: str = "small", device: str = "cpu", dtype: torch.dtype = torch.float32,
         batches=(1, 4, 16), decode_steps: int = 16, repeats: int = 5,
-        seed: int = 0) -> ModelBenchResult:
+        seed: int = 0, cuda_graphs: bool = False) -> ModelBenchResult:
+    """cuda_graphs: replay decode steps and the denoising loop from CUDA graphs (CUDA only)."""
     config = preset(preset_name)
     dev = torch.device(device)
     model = Pi05Model(config, seed=seed).to(dev, dtype).eval()
@@ -74,8 +75,12 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: torch.dtype = to
 
     sample = prefix(0)
     pages_per_seq = -(-(sample.num_tokens + 64 + decode_steps * (repeats + 2)) // 16)
-    cache = KVCache.for_model(config, num_pages=pages_per_seq * (max(batches) + 4),
+    cache = KVCache.for_model(config, num_pages=pages_per_seq * (max(batches) + 4) + 1,
                               page_size=16, dtype=dtype, device=dev)
+    if cuda_graphs:
+        from oxygen_ros.model.cuda_graphs import CudaGraphs
+        model.graphs = CudaGraphs(model, cache, max_tokens=pages_per_seq * 16,
+                                  buckets=sorted(set(batches)))
     noise = torch.randn(1, config.action_horizon, config.action_dim, device=dev, dtype=dtype)
 
     def fresh_prefill():

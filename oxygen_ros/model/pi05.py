@@ -18,6 +18,7 @@ Callers reserve() room in the tables before extend/decode; prefill reserves its 
 """
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import torch
@@ -57,6 +58,7 @@ class Pi05Model(nn.Module):
         # Part of every prefix-index key: cached K/V are only valid for these weights.
         self.weights_version = f"random-init-seed-{seed}"
         self.counters = {"prefix_tokens_computed": 0, "prefix_tokens_reused": 0}
+        self.graphs = None     # model/cuda_graphs.CudaGraphs once enabled (CUDA only)
 
     def _init_weights(self) -> None:
         """Random weights that behave like a model: with tied embeddings and default init a
@@ -71,6 +73,13 @@ class Pi05Model(nn.Module):
         for name, param in self.expert.named_parameters():
             if ".dense." in name or name.startswith("norm.dense"):
                 nn.init.normal_(param, std=0.02)
+
+    def compile_blocks(self) -> None:
+        """torch.compile the MLP blocks (most of the FLOPs); attention stays as it is."""
+        stacks = (self.language_model.layers, self.expert.layers, self.vision.encoder.layers)
+        for layers in stacks:
+            for layer in layers:
+                layer.mlp.forward = torch.compile(layer.mlp.forward, dynamic=True)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -208,26 +217,43 @@ class Pi05Model(nn.Module):
         table.length += count
         return self.language_model.logits(hidden[0, -1])
 
-    @torch.inference_mode()
-    def decode(self, tables: Sequence[PageTable], tokens: Sequence[int],
-               cache: KVCache) -> torch.Tensor:
-        """One token per sequence (tables may belong to prefixes of different frames)."""
+    def decode_inputs(self, tables: Sequence[PageTable], tokens: Sequence[int],
+                      cache: KVCache) -> "DecodeInputs":
+        """The tensors one decode step reads: everything a replayed CUDA graph needs."""
         self._check_room(cache, tables, 1)
-        x = self.language_model.embed(torch.tensor(list(tokens), device=self.device))[:, None]
-        positions = torch.tensor([t.length for t in tables], device=self.device)[:, None]
-        slots = cache.slots(tables, [t.length for t in tables], 1)
-        block_tables = cache.block_tables(tables)
-        lens = positions[:, 0] + 1
+        lengths = [t.length for t in tables]
+        return DecodeInputs(
+            tokens=torch.tensor(list(tokens), device=self.device),
+            positions=torch.tensor(lengths, device=self.device),
+            slots=cache.slots(tables, lengths, 1)[:, 0],
+            block_tables=cache.block_tables(tables))
+
+    @torch.inference_mode()
+    def decode_step(self, inputs: "DecodeInputs", cache: KVCache) -> torch.Tensor:
+        """One token per row of `inputs` (no Python-side data: capturable as a CUDA graph)."""
+        x = self.language_model.embed(inputs.tokens)[:, None]
+        positions = inputs.positions[:, None]
+        slots = inputs.slots[:, None]
+        lens = inputs.positions + 1
 
         def attend(layer, q, k, v):
             cache.write(layer, slots, k, v)
             return decode_attention(q[:, 0], cache.pool.k[layer], cache.pool.v[layer],
-                                    block_tables, lens, self.scale)[:, None]
+                                    inputs.block_tables, lens, self.scale)[:, None]
 
         hidden = self._run_vlm(x, positions, attend)
+        return self.language_model.logits(hidden[:, 0])
+
+    @torch.inference_mode()
+    def decode(self, tables: Sequence[PageTable], tokens: Sequence[int],
+               cache: KVCache) -> torch.Tensor:
+        """One token per sequence (tables may belong to prefixes of different frames)."""
+        inputs = self.decode_inputs(tables, tokens, cache)
+        runner = self.graphs.decode_runner(cache, inputs) if self.graphs else None
+        logits = runner.run(inputs) if runner else self.decode_step(inputs, cache)
         for table in tables:
             table.length += 1
-        return self.language_model.logits(hidden[:, 0])
+        return logits
 
     def _check_room(self, cache: KVCache, tables: Sequence[PageTable], count: int) -> None:
         for table in tables:
@@ -235,24 +261,33 @@ class Pi05Model(nn.Module):
                 raise RuntimeError("reserve() room in the page table before writing tokens")
 
     # -- actions --------------------------------------------------------------------------
+    def action_inputs(self, tables: Sequence[PageTable], cache: KVCache) -> "ActionInputs":
+        """The tensors the denoising loop reads for these prefixes."""
+        return ActionInputs(
+            prefix_lens=torch.tensor([table.length for table in tables], device=self.device),
+            block_tables=cache.block_tables(tables))
+
     @torch.inference_mode()
     def denoise(self, tables: Sequence[PageTable], x_t: torch.Tensor, t: torch.Tensor,
                 cache: KVCache) -> torch.Tensor:
         """Flow-matching velocity of noisy actions x_t [B, H, action_dim] at times t [B]."""
+        return self.velocity(self.action_inputs(tables, cache), x_t, t, cache)
+
+    def velocity(self, inputs: "ActionInputs", x_t: torch.Tensor, t: torch.Tensor,
+                 cache: KVCache) -> torch.Tensor:
         batch, horizon, _ = x_t.shape
         if batch > cache.actions.max_batch:
             raise ValueError(f"{batch} action chunks exceed the action tier's "
                              f"{cache.actions.max_batch}")
-        prefix_lens = torch.tensor([table.length for table in tables], device=self.device)
+        prefix_lens = inputs.prefix_lens
         positions = prefix_lens[:, None] + torch.arange(horizon, device=self.device)[None]
-        block_tables = cache.block_tables(tables)
         scratch = cache.actions
 
         def attend(layer, q, k, v):
             scratch.k[layer, :batch] = k
             scratch.v[layer, :batch] = v
-            return suffix_attention(q, cache.pool.k[layer], cache.pool.v[layer], block_tables,
-                                    prefix_lens, scratch.k[layer, :batch],
+            return suffix_attention(q, cache.pool.k[layer], cache.pool.v[layer],
+                                    inputs.block_tables, prefix_lens, scratch.k[layer, :batch],
                                     scratch.v[layer, :batch], self.scale)
 
         cond = self.time_condition(t)
@@ -262,16 +297,42 @@ class Pi05Model(nn.Module):
         return self.action_out_proj(normed)
 
     @torch.inference_mode()
-    def sample_actions(self, tables: Sequence[PageTable], noise: torch.Tensor, cache: KVCache,
-                       num_steps: Optional[int] = None) -> torch.Tensor:
-        """Euler integration of the flow from noise at t = 1 to actions at t = 0."""
+    def integrate(self, inputs: "ActionInputs", noise: torch.Tensor, cache: KVCache,
+                  num_steps: Optional[int] = None) -> torch.Tensor:
+        """Euler integration of the flow from noise at t = 1 to actions at t = 0 (no
+        Python-side data: capturable as a CUDA graph)."""
         steps = num_steps or self.config.num_denoise_steps
         dt = -1.0 / steps
         x = noise.to(self.device, self.dtype)
         for step in range(steps):
             t = torch.full((x.shape[0],), 1.0 + step * dt, device=self.device)
-            x = x + dt * self.denoise(tables, x, t, cache)
+            x = x + dt * self.velocity(inputs, x, t, cache)
         return x
+
+    @torch.inference_mode()
+    def sample_actions(self, tables: Sequence[PageTable], noise: torch.Tensor, cache: KVCache,
+                       num_steps: Optional[int] = None) -> torch.Tensor:
+        """Actions [B, H, action_dim] for these prefixes from `noise`."""
+        inputs = self.action_inputs(tables, cache)
+        runner = self.graphs.action_runner(cache, inputs) \
+            if self.graphs and num_steps is None else None
+        if runner is not None:
+            return runner.run(inputs, noise)
+        return self.integrate(inputs, noise, cache, num_steps)
+
+
+@dataclass
+class DecodeInputs:
+    tokens: torch.Tensor          # [B] the token each sequence feeds
+    positions: torch.Tensor       # [B] its position (= tokens already in the table)
+    slots: torch.Tensor           # [B] flat pool slot its K/V go to
+    block_tables: torch.Tensor    # [B, pages] int32
+
+
+@dataclass
+class ActionInputs:
+    prefix_lens: torch.Tensor     # [B]
+    block_tables: torch.Tensor    # [B, pages] int32
 
 
 def _dense_attention(q, k, v, visible, scale):

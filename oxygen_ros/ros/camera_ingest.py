@@ -15,7 +15,7 @@ from std_msgs.msg import String
 
 from oxygen_ros.msg import Observation
 from oxygen_ros.ros import diagnostics, qos
-from oxygen_ros.ros.conversions import clean_instruction, joint_state_problem
+from oxygen_ros.ros.conversions import joint_state_problem, take_instruction
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.frame_sync import FrameSynchronizer
@@ -156,15 +156,8 @@ class CameraIngest(Node):
             self._publish_ready()
 
     def on_instruction(self, msg: String) -> None:
-        text, problem = clean_instruction(msg.data)
-        if problem:
-            self._problem(problem, f"instruction of {len(msg.data)} characters "
-                                   f"({'ignored' if text is None else 'cut'})")
-        if text is None:
-            return
-        if text != self.instruction:
-            self.get_logger().info(f"instruction: {text[:120]!r}", throttle_duration_sec=1.0)
-        self.instruction = text
+        self.instruction = take_instruction(msg.data, self.instruction, self._problem,
+                                            self.get_logger())
 
     def _fresh(self, stamp: int) -> bool:
         now = self.get_clock().now().nanoseconds

@@ -43,6 +43,20 @@ def clean_instruction(text: str) -> tuple[Optional[str], str]:
     return text, ""
 
 
+def take_instruction(text: str, current: str, report, logger) -> str:
+    """The task after an instruction message: `text` cleaned, or `current` if it is empty.
+    report(kind, detail) counts a problem; a change of task is logged (throttled)."""
+    cleaned, problem = clean_instruction(text)
+    if problem:
+        report(problem, f"instruction of {len(text)} characters "
+                        f"({'ignored' if cleaned is None else 'cut'})")
+    if cleaned is None:
+        return current
+    if cleaned != current:
+        logger.info(f"instruction: {cleaned[:120]!r}", throttle_duration_sec=1.0)
+    return cleaned
+
+
 def joint_state_problem(msg) -> str:
     """'' for a usable sensor_msgs/JointState, else the kind of problem."""
     names, positions = list(msg.name), list(msg.position)

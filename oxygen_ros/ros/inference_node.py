@@ -84,6 +84,8 @@ PARAMETERS = {
     "device": ("cpu", "cpu or cuda"),
     "dtype": ("float32", "float32 or bfloat16"),
     "seed": (0, "weights seed (presets) and noise seed"),
+    "cuda_graphs": (True, "on CUDA: decode steps and the denoising loop as CUDA graphs"),
+    "torch_compile": (False, "on CUDA: torch.compile the MLP blocks (slower start-up)"),
     "prefix_attention": ("", "bidirectional or causal_prompt; empty: the model's own"),
     "num_pages": (512, "KV pages in the unified pool (all tasks)"),
     "page_size": (16, "tokens per KV page"),
@@ -308,7 +310,8 @@ class InferenceNode(LifecycleNode):
             frame_period_s=p("frame_period_s"), action_dt_s=self.action_dt,
             blend_s=p("blend_s"), deadline_margin_s=p("deadline_margin_s"),
             language_floor=p("language_floor"), request_timeout_s=p("request_timeout_s"),
-            max_pending_requests=p("max_pending_requests"), temperature=p("temperature"),
+            max_pending_requests=p("max_pending_requests"), cuda_graphs=p("cuda_graphs"),
+            torch_compile=p("torch_compile"), temperature=p("temperature"),
             top_p=p("top_p"), seed=p("seed"))
 
     # -- inputs -------------------------------------------------------------------------
@@ -339,15 +342,8 @@ class InferenceNode(LifecycleNode):
         self._wake.set()
 
     def on_instruction(self, msg: String) -> None:
-        text, problem = conversions.clean_instruction(msg.data)
-        if problem:
-            self._bad_input(problem, f"instruction of {len(msg.data)} characters "
-                                     f"({'ignored' if text is None else 'cut'})")
-        if text is None:
-            return
-        if text != self.instruction:
-            self.get_logger().info(f"instruction: {text[:120]!r}", throttle_duration_sec=1.0)
-        self.instruction = text
+        self.instruction = conversions.take_instruction(msg.data, self.instruction,
+                                                        self._bad_input, self.get_logger())
 
     # -- the engine thread ----------------------------------------------------------------
     def _fresh(self) -> bool:

@@ -363,6 +363,7 @@ def test_inspect_command_prints_format_dims_parameters_and_memory(tmp_path, refe
     assert bad.returncode == 2 and "no model.safetensors" in bad.stderr
 
 
+@pytest.mark.ros
 def test_the_inference_node_runs_a_checkpoint_given_by_parameters(tmp_path, reference,
                                                                   rclpy_context):
     from oxygen_ros.ros.inference_node import InferenceNode

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""One prepared check of oxygen_ros on a GPU, in stages; each stage runs in its own process
+under a time budget, so the check always finishes and writes what it measured.
+
+Stages, in order:
+  kernels       the Triton decode and action-suffix kernels, compiled for the device
+                (interpreted on a CPU), against the reference attention in float32 and
+                bfloat16 over random page layouts: max abs error per case
+  parity        the whole model (--preset, random weights, --dtype) through the kernels
+                against the reference attention path: max action difference and how many
+                of 24 greedy tokens agree
+  bench_model   bench-model at the preset's dims with 3 cameras: prefix prefill, denoising,
+                chunk from a new observation and from a cached prefix, decode tokens/s at
+                batch 1/4/16, decode step / (weight bytes / measured copy bandwidth);
+                eager, then with CUDA graphs (CUDA only)
+  bench_engine  the engine benchmark (isolated / shared_kv / oxygen) at the preset's dims
+
+Writes OUT/gpu_check.json ({"environment": ..., "stages": {name: {"status": ok | failed |
+timeout | skipped, "seconds": ..., "result": ...}}}) and OUT/gpu_check.log.
+  tools/gpu_check.py --out "$OUT"                       # on the GPU machine (pi05, bf16)
+  tools/gpu_check.py --device cpu --preset small        # dry run on a CPU
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+STAGES = ("kernels", "parity", "bench_model", "bench_engine")
+BUDGETS = {"kernels": 60, "parity": 120, "bench_model": 150, "bench_engine": 150}
+
+
+def parse(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="gpu_check.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--preset", default="pi05", help="model preset (default pi05)")
+    parser.add_argument("--dtype", choices=["bfloat16", "float32"],
+                        help="default: bfloat16 on cuda, float32 on cpu")
+    parser.add_argument("--out", default=os.environ.get("OUT", "build/gpu_check"),
+                        help="output folder (default $OUT, else build/gpu_check)")
+    parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
+    parser.add_argument("--budget-scale", type=float, default=1.0,
+                        help="multiply every stage's time budget (default 1: 480 s in all)")
+    parser.add_argument("--frames", type=int, default=20, help="bench_engine frames")
+    parser.add_argument("--stage", help=argparse.SUPPRESS)      # child: run one stage
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
+    return args
+
+
+# -- the stages (run in a child process) ------------------------------------------------
+def stage_kernels(args) -> dict:
+    import torch
+
+    from oxygen_ros.cache import paged_attention as reference
+    from oxygen_ros.cache import triton_attention
+
+    head_dim = 256 if args.preset == "pi05" else 64
+    device = torch.device(args.device)
+    out = {}
+    for dtype, tolerance in ((torch.float32, 1e-4), (torch.bfloat16, 3e-2)):
+        g = torch.Generator().manual_seed(0)
+        page_size, pages, kv_heads, heads = 16, 64, 1, 8
+        k_pages = torch.randn(pages, page_size, kv_heads, head_dim, generator=g)
+        v_pages = torch.randn(pages, page_size, kv_heads, head_dim, generator=g)
+        lengths = [1, 17, 300, 700]
+        width = -(-max(lengths) // page_size)
+        tables = torch.stack([torch.randperm(pages, generator=g)[:width] for _ in lengths])
+        lens = torch.tensor(lengths)
+        q = torch.randn(len(lengths), heads, head_dim, generator=g)
+        suffix_q = torch.randn(1, 50, heads, head_dim, generator=g)
+        extra_k = torch.randn(1, 50, kv_heads, head_dim, generator=g)
+        extra_v = torch.randn(1, 50, kv_heads, head_dim, generator=g)
+        scale = head_dim ** -0.5
+        expected_decode = reference.paged_attention(q[:, None], k_pages, v_pages, tables, lens,
+                                                    scale)[:, 0]
+        expected_suffix = reference.paged_attention(suffix_q, k_pages, v_pages, tables[2:3],
+                                                    lens[2:3], scale, extra_k=extra_k,
+                                                    extra_v=extra_v)
+        dev = [t.to(device, dtype) if t.is_floating_point() else t.to(device)
+               for t in (q, k_pages, v_pages, tables, lens, suffix_q, extra_k, extra_v)]
+        decode = triton_attention.decode_attention(*dev[:5], scale)
+        suffix = triton_attention.suffix_attention(dev[5], dev[1], dev[2], dev[3][2:3],
+                                                   dev[4][2:3], dev[6], dev[7], scale)
+        errors = {"decode": (decode.float().cpu() - expected_decode).abs().max().item(),
+                  "suffix": (suffix.float().cpu() - expected_suffix).abs().max().item()}
+        out[str(dtype).split(".")[1]] = {"max_abs_error": errors, "tolerance": tolerance,
+                                         "ok": max(errors.values()) <= tolerance}
+    out["ok"] = all(v["ok"] for v in out.values() if isinstance(v, dict))
+    return out
+
+
+def stage_parity(args) -> dict:
+    import numpy as np
+    import torch
+
+    from oxygen_ros.cache import attention
+    from oxygen_ros.cache.kv_cache import KVCache
+    from oxygen_ros.model.config import preset
+    from oxygen_ros.model.pi05 import Pi05Model
+    from oxygen_ros.model.prefix import build_prefix
+    from oxygen_ros.model.prompt import pi05_prompt
+    from oxygen_ros.model.tokenizer import ByteTokenizer
+
+    dtype, device = getattr(torch, args.dtype), torch.device(args.device)
+    config = preset(args.preset)
+    model = Pi05Model(config, seed=0).to(device, dtype).eval()
+    rng = np.random.default_rng(0)
+    cameras = ["base", "left_wrist", "right_wrist"][:config.num_cameras]
+    size = config.vision.image_size
+    images = {c: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for c in cameras}
+    tokens = ByteTokenizer().encode(pi05_prompt("pick up the red cup", np.zeros(14),
+                                                config.state_dim))
+    prefix = build_prefix(config, cameras, images, tokens)
+    noise = torch.randn(1, config.action_horizon, config.action_dim,
+                        generator=torch.Generator().manual_seed(0))
+
+    def run(use_triton: bool):
+        attention._use_triton = lambda q, k, flag=use_triton: flag
+        cache = KVCache.for_model(config, num_pages=128, page_size=16, dtype=dtype,
+                                  device=device)
+        table = model.prefill(prefix, cache, reuse=False)
+        actions = model.sample_actions([table], noise, cache).float().cpu()
+        assert cache.reserve(table, 32)
+        text = [int(model.extend(table, [1, 2, 3], cache).argmax())]
+        while len(text) < 24:
+            text.append(int(model.decode([table], [text[-1]], cache)[0].argmax()))
+        return actions, text
+
+    reference_actions, reference_text = run(False)
+    kernel_actions, kernel_text = run(True)
+    agree = sum(a == b for a, b in zip(reference_text, kernel_text))
+    first_diff = next((i for i, (a, b) in enumerate(zip(reference_text, kernel_text))
+                       if a != b), None)
+    difference = (kernel_actions - reference_actions).abs().max().item()
+    return {"max_action_difference": difference, "tokens_agreeing": agree,
+            "first_token_difference": first_diff, "tokens": 24,
+            "ok": difference <= (1e-3 if dtype == torch.float32 else 5e-2)}
+
+
+def stage_bench_model(args) -> dict:
+    from dataclasses import asdict
+
+    import torch
+
+    from oxygen_ros.model import benchmark
+
+    dtype = getattr(torch, args.dtype)
+    result = {"eager": asdict(benchmark.run(args.preset, args.device, dtype))}
+    if args.device == "cuda":
+        result["cuda_graphs"] = asdict(benchmark.run(args.preset, args.device, dtype,
+                                                     cuda_graphs=True))
+    return result
+
+
+def stage_bench_engine(args) -> dict:
+    from oxygen_ros.engine import benchmark
+
+    workload = benchmark.Workload(preset=args.preset, device=args.device, dtype=args.dtype,
+                                  frames=args.frames)
+    return benchmark.run(workload)
+
+
+# -- the driver ------------------------------------------------------------------------------
+def environment(args) -> dict:
+    info = {"python": sys.version.split()[0], "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "device": args.device, "preset": args.preset, "dtype": args.dtype}
+    try:
+        import torch
+        info["torch"] = torch.__version__
+        if args.device == "cuda" and torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name()
+            info["cuda"] = torch.version.cuda
+        import triton
+        info["triton"] = triton.__version__
+    except Exception as error:  # noqa: BLE001 - say what is missing, go on
+        info["error"] = repr(error)
+    return info
+
+
+def run_child(args) -> int:
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")   # before triton is imported
+    sys.path.insert(0, str(REPO))
+    result = globals()[f"stage_{args.stage}"](args)
+    Path(args.result).write_text(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    if args.stage:
+        return run_child(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"environment": environment(args), "stages": {}}
+    log = open(out / "gpu_check.log", "w")
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+        log.write(text + "\n")
+        log.flush()
+
+    say(f"gpu_check: {json.dumps(report['environment'])}")
+    for stage in STAGES:
+        if stage not in args.stages:
+            report["stages"][stage] = {"status": "skipped"}
+            continue
+        budget = BUDGETS[stage] * args.budget_scale
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+            result_path = handle.name
+        command = [sys.executable, __file__, "--stage", stage, "--result", result_path,
+                   "--device", args.device, "--preset", args.preset, "--dtype", args.dtype,
+                   "--frames", str(args.frames)]
+        started = time.monotonic()
+        try:
+            child = subprocess.run(command, capture_output=True, text=True, timeout=budget,
+                                   cwd=REPO)
+            status = "ok" if child.returncode == 0 else "failed"
+            output = child.stdout + child.stderr
+        except subprocess.TimeoutExpired as error:
+            status = "timeout"
+            output = "".join(part.decode(errors="replace") if isinstance(part, bytes)
+                             else part or "" for part in (error.stdout, error.stderr))
+        entry = {"status": status, "seconds": round(time.monotonic() - started, 1),
+                 "budget_s": budget}
+        if status == "ok":
+            entry["result"] = json.loads(Path(result_path).read_text())
+        else:
+            entry["output_tail"] = output[-3000:]
+        Path(result_path).unlink(missing_ok=True)
+        report["stages"][stage] = entry
+        say(f"[{stage}] {status} in {entry['seconds']} s"
+            + (f": {json.dumps(entry.get('result'), default=str)[:1500]}" if status == "ok"
+               else f"\n{entry['output_tail']}"))
+        (out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str))
+    say(f"wrote {out / 'gpu_check.json'}")
+    log.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
