@@ -2,13 +2,22 @@
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
 
 def _ros_environment() -> None:
-    # DDS traffic stays on this machine unless the user configured otherwise.
+    """DDS traffic stays on this machine, over the package's Fast DDS profile (loopback,
+    a shared-memory segment large enough for raw camera frames), unless the user set
+    ROS_AUTOMATIC_DISCOVERY_RANGE or a Fast DDS profile of their own."""
+    from oxygen_ros.resources import share_path
+
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    if os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST":
+        profile = share_path("config", "fastdds_localhost.xml")
+        if profile.exists():
+            os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(profile))
 
 
 def _ros_args(config: str, overrides: list[str]) -> list[str]:
@@ -49,6 +58,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rclpy.node import Node
     from rclpy.signals import SignalHandlerOptions
 
+    from rosbags.highlevel import AnyReaderError
+
     from oxygen_ros.ros.bag import BagReplayer, load_qos_overrides
     from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
 
@@ -63,11 +74,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     node = Node("oxygen_replay")
     replayer = None
     try:
-        overrides = load_qos_overrides(args.qos_overrides) if args.qos_overrides else None
-        replayer = BagReplayer(node, args.bag, rate=args.rate, loop=args.loop,
-                               start_offset_s=args.start_offset, remap=remap,
-                               restamp=args.restamp, clock_hz=args.clock, topics=args.topics,
-                               qos_overrides=overrides)
+        try:
+            overrides = load_qos_overrides(args.qos_overrides) if args.qos_overrides else None
+            replayer = BagReplayer(node, args.bag, rate=args.rate, loop=args.loop,
+                                   start_offset_s=args.start_offset, remap=remap,
+                                   restamp=args.restamp, clock_hz=args.clock,
+                                   topics=args.topics, qos_overrides=overrides)
+        except (ValueError, OSError, AnyReaderError) as error:
+            return _usage_error("replay", str(error))
         print(f"replaying {args.bag} ({replayer.duration_s:.1f} s) at {args.rate}x", flush=True)
         if args.wait_for_subscribers:
             missing = replayer.wait_for_subscribers(args.wait_for_subscribers, stop)
@@ -90,13 +104,30 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
     from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
 
     width, _, height = args.size.partition("x")
+    if not (width.isdigit() and height.isdigit() and int(width) > 0 and int(height) > 0):
+        return _usage_error("make-demo-bag", f"--size {args.size!r}: expected WIDTHxHEIGHT, "
+                                             "e.g. 640x480")
+    if args.duration <= 0 or args.camera_hz <= 0:
+        return _usage_error("make-demo-bag", "--duration and --camera-hz must be positive")
+    if Path(args.path).exists():
+        return _usage_error("make-demo-bag", f"{args.path} exists; choose a new path")
     spec = DemoBagSpec(duration_s=args.duration, camera_hz=args.camera_hz,
                        encoding=args.encoding, width=int(width), height=int(height),
-                       grayscale=args.gray, storage=args.storage, seed=args.seed)
+                       grayscale=args.gray, storage=args.storage, seed=args.seed,
+                       cameras=args.cameras)
     path = write_demo_bag(args.path, spec)
-    print(f"wrote {path}: {spec.duration_s:.0f} s, {spec.cameras} cameras {args.size} "
-          f"{spec.encoding} at {spec.camera_hz:g} Hz ({spec.storage})")
+    topics = sorted({"/cameras/" + name + "/image_raw" for name in
+                     ("base", "left_wrist", "right_wrist")[:spec.cameras]})
+    suffix = "/compressed" if spec.encoding in ("jpeg", "png") else ""
+    print(f"wrote {path}: {spec.duration_s:g} s, {spec.cameras} cameras {args.size} "
+          f"{spec.encoding} at {spec.camera_hz:g} Hz ({spec.storage}) on "
+          f"{', '.join(t + suffix for t in topics)}")
     return 0
+
+
+def _usage_error(command: str, message: str) -> int:
+    print(f"oxygen-ros {command}: {message}", file=sys.stderr)
+    return 2
 
 
 INFERENCE_STATUS = "oxygen_ros: inference"
@@ -136,6 +167,14 @@ class _DemoProgress:
         if answered and waited >= 1.0:
             self.final_diagnostics += 1   # one more /diagnostics period: the final counters
         return self.final_diagnostics < 2 and waited < self.drain_s
+
+
+def _node_command(executable: str, module: str) -> list[str]:
+    """A node's installed executable (it leaves quietly on Ctrl-C even while importing),
+    else its module."""
+    installed = Path(sys.prefix) / "lib" / "oxygen_ros" / executable
+    return [str(installed)] if installed.exists() else [sys.executable, "-m",
+                                                        f"oxygen_ros.ros.{module}"]
 
 
 def _stop_child(child, timeout: float = 5.0) -> None:
@@ -210,8 +249,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     overrides = (["inference:dry_run:=false", "inference:memory_period_s:=4.0"]
                  + _node_overrides(args))
     ros_args = _ros_args(args.config, overrides)[1:]
-    nodes = [subprocess.Popen([sys.executable, "-m", f"oxygen_ros.ros.{module}"] + ros_args)
-             for module in ("camera_ingest", "inference_node")]
+    nodes = [subprocess.Popen(_node_command(name, module) + ros_args)
+             for name, module in (("camera_ingest", "camera_ingest"),
+                                  ("inference", "inference_node"))]
     rclpy.init(args=["oxygen-ros-demo"], signal_handler_options=SignalHandlerOptions.NO)
     stop = install_stop_signals()   # Ctrl-C reaches the nodes too: they stop cleanly
     monitor = OutputMonitor()
@@ -383,7 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--start-offset", type=float, default=0.0,
                         help="skip this many seconds of the bag")
     replay.add_argument("--remap", action="append", metavar="OLD:=NEW", help="rename a topic")
-    replay.add_argument("--topics", nargs="+", help="replay only these topics")
+    replay.add_argument("--topics", nargs="+",
+                        help="replay only these topics (as recorded, before --remap)")
     replay.add_argument("--restamp", action="store_true",
                         help="rewrite header stamps to the current time (wall-clock nodes)")
     replay.add_argument("--qos-overrides", metavar="YAML",
@@ -407,6 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
     bag.add_argument("--gray", action="store_true", help="a gray scene")
     bag.add_argument("--storage", default="mcap", choices=["mcap", "sqlite3"])
     bag.add_argument("--seed", type=int, default=0)
+    bag.add_argument("--cameras", type=int, default=3, choices=[1, 2, 3],
+                     help="base, left_wrist, right_wrist: the first N (default 3; the tiny "
+                          "preset's config reads 2)")
     bag.set_defaults(func=cmd_make_demo_bag)
 
     inspect = sub.add_parser("inspect", help=cmd_inspect.__doc__)
@@ -473,7 +517,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _leave_quietly(*_) -> None:
+    """Ctrl-C before a command has set its own handlers (e.g. while torch imports): exit 0,
+    ignoring a second signal (Python would die of it while finalizing)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(0)
+
+
 def main(argv=None) -> int:
+    signal.signal(signal.SIGINT, _leave_quietly)
+    signal.signal(signal.SIGTERM, _leave_quietly)
     args = build_parser().parse_args(argv)
     return args.func(args)
 

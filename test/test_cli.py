@@ -32,3 +32,48 @@ def test_make_demo_bag_runs_from_a_clean_environment(tmp_path):
     result = clean_shell("make-demo-bag", str(tmp_path / "bag"), "--duration", "1")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "bag" / "metadata.yaml").exists()
+
+
+def run_cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "oxygen_ros.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=Path(__file__).resolve().parent.parent)
+
+
+def test_bad_bag_arguments_are_one_line_errors_not_tracebacks(tmp_path):
+    (tmp_path / "exists").mkdir()
+    (tmp_path / "empty").mkdir()
+    cases = [
+        (("make-demo-bag", str(tmp_path / "exists")), "exists; choose a new path"),
+        (("make-demo-bag", str(tmp_path / "a"), "--size", "1280"), "expected WIDTHxHEIGHT"),
+        (("make-demo-bag", str(tmp_path / "b"), "--duration", "-3"), "must be positive"),
+        (("replay", str(tmp_path / "missing")), "oxygen-ros replay:"),
+        (("replay", str(tmp_path / "empty")), "oxygen-ros replay:"),
+    ]
+    for args, message in cases:
+        result = run_cli(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
+
+
+def test_replay_refuses_offsets_past_the_end_and_looping_a_zero_length_bag(tmp_path):
+    assert run_cli("make-demo-bag", str(tmp_path / "bag"), "--duration", "1",
+                   "--size", "64x48").returncode == 0
+    late = run_cli("replay", str(tmp_path / "bag"), "--start-offset", "50")
+    assert late.returncode == 2 and "past the end of the bag" in late.stderr
+    from rosbags.rosbag2 import Writer
+
+    from oxygen_ros.ros.bag import TYPESTORE
+    with Writer(tmp_path / "instant", version=8) as writer:
+        connection = writer.add_connection("/oxygen/instruction", "std_msgs/msg/String",
+                                           typestore=TYPESTORE)
+        message = TYPESTORE.types["std_msgs/msg/String"](data="hi")
+        writer.write(connection, 10**9, TYPESTORE.serialize_cdr(message, "std_msgs/msg/String"))
+    looped = run_cli("replay", str(tmp_path / "instant"), "--loop")
+    assert looped.returncode == 2 and "cannot loop" in looped.stderr
+
+
+def test_gpu_check_without_torch_says_which_python_to_use():
+    script = Path(__file__).resolve().parent.parent / "tools" / "gpu_check.py"
+    result = subprocess.run([sys.executable, "-S", str(script), "--device", "cpu"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "has no torch" in result.stderr

@@ -16,9 +16,11 @@ Stages, in order:
   bench_engine  the engine benchmark (isolated / shared_kv / oxygen) at the preset's dims
 
 Writes OUT/gpu_check.json ({"environment": ..., "stages": {name: {"status": ok | failed |
-timeout | skipped, "seconds": ..., "result": ...}}}) and OUT/gpu_check.log.
-  tools/gpu_check.py --out "$OUT"                       # on the GPU machine (pi05, bf16)
-  tools/gpu_check.py --device cpu --preset small        # dry run on a CPU
+timeout | skipped, "seconds": ..., "result": ...}}}) and OUT/gpu_check.log; exits 1 if a
+stage failed (an error, a result outside its tolerance) or ran out of time. Run it with a
+Python that has torch and triton:
+  python3 tools/gpu_check.py --out "$OUT"                      # the GPU machine (pi05, bf16)
+  .venv/bin/python tools/gpu_check.py --device cpu --preset small   # dry run on a CPU
 """
 
 import argparse
@@ -198,6 +200,15 @@ def main(argv=None) -> int:
     args = parse(argv)
     if args.stage:
         return run_child(args)
+    try:
+        import torch
+    except ImportError:
+        print(f"gpu_check: {sys.executable} has no torch; run it with a Python that has torch and "
+              "triton (e.g. .venv/bin/python tools/gpu_check.py)", file=sys.stderr)
+        return 2
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("gpu_check: no CUDA device here; --device cpu makes a dry run", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report = {"environment": environment(args), "stages": {}}
@@ -233,17 +244,19 @@ def main(argv=None) -> int:
                  "budget_s": budget}
         if status == "ok":
             entry["result"] = json.loads(Path(result_path).read_text())
+            if entry["result"].get("ok") is False:
+                entry["status"] = status = "failed"     # ran, but outside its tolerance
         else:
             entry["output_tail"] = output[-3000:]
         Path(result_path).unlink(missing_ok=True)
         report["stages"][stage] = entry
         say(f"[{stage}] {status} in {entry['seconds']} s"
-            + (f": {json.dumps(entry.get('result'), default=str)[:1500]}" if status == "ok"
+            + (f": {json.dumps(entry['result'], default=str)[:1500]}" if "result" in entry
                else f"\n{entry['output_tail']}"))
         (out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str))
     say(f"wrote {out / 'gpu_check.json'}")
     log.close()
-    return 0
+    return 0 if all(s["status"] in ("ok", "skipped") for s in report["stages"].values()) else 1
 
 
 if __name__ == "__main__":

@@ -225,7 +225,12 @@ class BagReplayer:
         if not self._connections:
             raise ValueError(f"{self.path}: no matching topics "
                              f"(bag has {sorted({c.topic for c in self._reader.connections})})")
-        self._publishers, self._restamp_topics = {}, set()
+        if self.start_offset_ns and self.start_offset_ns >= self.duration_ns:
+            raise ValueError(f"start offset {start_offset_s:g} s is past the end of the bag "
+                             f"({self.duration_ns / NS:g} s)")
+        if loop and self.duration_ns < NS // 1000:   # rosbags' end time is exclusive: +1 ns
+            raise ValueError(f"{self.path} lasts less than 1 ms: it cannot loop")
+        self._publishers, self._restamp_topics, self._latched = {}, set(), set()
         for connection in self._connections:
             offered = connection.ext.offered_qos_profiles[:1] if connection.ext else []
             profile = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
@@ -245,6 +250,8 @@ class BagReplayer:
                      "durability": DurabilityPolicy}[name], str(value).upper())
                 setattr(profile, name, value)
             key = (topic, connection.msgtype)
+            if profile.durability == DurabilityPolicy.TRANSIENT_LOCAL:
+                self._latched.add(connection.id)
             if key not in self._publishers:
                 self._publishers[key] = node.create_publisher(message_class(connection.msgtype),
                                                               topic, profile)
@@ -267,13 +274,40 @@ class BagReplayer:
                 return missing
 
     @property
+    def duration_ns(self) -> int:
+        return self._reader.end_time - self._reader.start_time
+
+    @property
     def duration_s(self) -> float:
-        return (self._reader.end_time - self._reader.start_time) / NS
+        return self.duration_ns / NS
+
+    def _publish_latched_before(self, bag_start: int) -> None:
+        """With a start offset, latched topics (the task instruction) still get their last
+        message recorded before it, as a late subscriber would have."""
+        latched = [c for c in self._connections if c.id in self._latched]
+        if not latched:     # (rosbags reads every connection when given none)
+            return
+        last = {}
+        for connection, _, raw in self._reader.messages(connections=latched, stop=bag_start):
+            last[connection.id] = (connection, raw)
+        for connection, raw in last.values():
+            self._publish(connection, raw)
+
+    def _publish(self, connection, raw) -> None:
+        data = bytes(raw)
+        if self.restamp and connection.id in self._restamp_topics:
+            data = restamp_cdr(data, time.time_ns())
+        topic = self.remap.get(connection.topic, connection.topic)
+        self._publishers[(topic, connection.msgtype)].publish(data)
+        self.stats.published += 1
+        self.stats.by_topic[topic] = self.stats.by_topic.get(topic, 0) + 1
 
     def run(self, stop: Optional[threading.Event] = None) -> ReplayStats:
         """Publish until the bag ends (or forever with loop) or `stop` is set."""
         stop = stop or threading.Event()
         bag_start = self._reader.start_time + self.start_offset_ns
+        if self.start_offset_ns:
+            self._publish_latched_before(bag_start)
         while not stop.is_set():
             wall_start = time.monotonic()
             next_clock = 0.0
@@ -289,13 +323,7 @@ class BagReplayer:
                         return self.stats
                 if self._clock_pub is not None:
                     self._publish_clock(timestamp)
-                data = bytes(raw)
-                if self.restamp and connection.id in self._restamp_topics:
-                    data = restamp_cdr(data, time.time_ns())
-                topic = self.remap.get(connection.topic, connection.topic)
-                self._publishers[(topic, connection.msgtype)].publish(data)
-                self.stats.published += 1
-                self.stats.by_topic[topic] = self.stats.by_topic.get(topic, 0) + 1
+                self._publish(connection, raw)
             self.stats.loops += 1
             if not self.loop:
                 break

@@ -6,6 +6,7 @@ internal_error with one throttled traceback, and the node goes on."""
 
 import sys
 import threading
+import time
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -29,6 +30,7 @@ from oxygen_ros.ros.image_conversion import (
 )
 from oxygen_ros.ros.run_node import run_node
 
+SILENT_S = 2.0                 # a camera topic without frames this long is reported
 IMAGE_PROBLEMS = ("unsupported_encoding", "wrong_size", "undecodable", "empty_image",
                   "too_large", "degenerate_aspect", "tiny_image")
 
@@ -89,6 +91,8 @@ class CameraIngest(Node):
                                          "empty_instruction", "long_instruction",
                                          "internal_error"), 0)
         self.instruction = ""
+        self.camera_topics = dict(zip(names, topics))
+        self._last_frame = dict.fromkeys(names, float("-inf"))   # monotonic receipt
         self._reported_problems = 0
         self.problems = diagnostics.BurstLogger(self.get_logger())
 
@@ -120,6 +124,7 @@ class CameraIngest(Node):
         self.problems.warn(kind, detail)
 
     def on_image(self, camera: str, msg, compressed: bool) -> None:
+        self._last_frame[camera] = time.monotonic()
         stamp = stamp_ns(msg.header.stamp)
         if not self._fresh(stamp):
             return
@@ -184,11 +189,20 @@ class CameraIngest(Node):
         stats = vars(self.sync.stats) | self.counters
         problems = sum(n for key, n in self.counters.items() if key != "conversion_errors")
         new_problems, self._reported_problems = problems - self._reported_problems, problems
-        level = diagnostics.WARN if new_problems else diagnostics.OK
+        now = time.monotonic()
+        silent = [self.camera_topics[name] for name, last in self._last_frame.items()
+                  if now - last > SILENT_S]
+        stats["silent_cameras"] = len(silent)
+        if silent:
+            level, message = diagnostics.WARN, (f"no frames for {SILENT_S:g} s on "
+                                                f"{', '.join(silent)}")
+        elif new_problems:
+            level, message = diagnostics.WARN, f"dropped {new_problems} bad inputs"
+        else:
+            level, message = diagnostics.OK, "ok"
         self.diagnostics_pub.publish(diagnostics.array(
             self.get_clock().now().to_msg(),
-            diagnostics.status("oxygen_ros: camera_ingest", self.get_name(), level,
-                               f"dropped {new_problems} bad inputs" if new_problems else "ok",
+            diagnostics.status("oxygen_ros: camera_ingest", self.get_name(), level, message,
                                stats)))
 
 

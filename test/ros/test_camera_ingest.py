@@ -68,3 +68,22 @@ def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, 
     assert summary["held_command_fraction"] <= summary["predicted_held_fraction"] + 0.1, summary
     assert summary["frames"] >= summary["action_chunks"] and summary["language_tokens"] > 0
     assert summary["torch_threads"] >= 1
+
+
+def test_a_camera_topic_without_frames_is_reported_in_diagnostics(processes, tmp_path,
+                                                                 rclpy_context):
+    from graph_helpers import Probe, write_params
+
+    params = write_params(tmp_path / "params.yaml")
+    ingest = processes.start(installed_executable("camera_ingest"), "--ros-args",
+                             "--params-file", params)
+    probe = Probe(rclpy_context)
+    try:
+        assert probe.spin(30.0, until=lambda: "oxygen_ros: camera_ingest" in probe.diagnostics
+                          and probe.diagnostics["oxygen_ros: camera_ingest"][1] != "ok"), \
+            "".join(ingest.lines)
+        level, message, values, _ = probe.diagnostics["oxygen_ros: camera_ingest"]
+        assert level == 1 and "no frames" in message                   # WARN
+        assert "/cameras/base/image_raw" in message and values["silent_cameras"] == "2"
+    finally:
+        probe.close()

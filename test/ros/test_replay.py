@@ -212,3 +212,10 @@ def test_qos_overrides_file_sets_a_topics_profile(tmp_path, processes, rclpy_con
     overrides.write_text("/oxygen/instruction:\n  durability: sometimes\n")
     with pytest.raises(ValueError, match="durability"):
         load_qos_overrides(overrides)
+
+
+def test_a_start_offset_still_delivers_the_last_latched_instruction(tmp_path, processes,
+                                                                    rclpy_context):
+    bag = foreign_bag(tmp_path / "foreign")        # the instruction at 0 s (and at 4 s)
+    assert late_latched_listener(rclpy_context, 1.5, processes, str(bag),
+                                 "--start-offset", "1") == ["stack the cups"]

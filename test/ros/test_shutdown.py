@@ -59,3 +59,15 @@ def test_signals_stop_the_nodes_cleanly_while_the_engine_is_busy(processes, tmp_
                           probe.node.get_node_names()), "inference still in the graph"
     finally:
         probe.close()
+
+
+def test_ctrl_c_while_the_node_is_still_starting_leaves_quietly(processes, tmp_path):
+    params = write_params(tmp_path / "params.yaml")
+    for delay in (0.3, 1.0):
+        node = processes.start(executable("inference"), "--ros-args", "--params-file", params)
+        time.sleep(delay)                  # importing torch, loading the model
+        os.killpg(node.pid, signal.SIGINT)
+        time.sleep(0.05)
+        os.killpg(node.pid, signal.SIGINT)
+        output = processes.finish(node, timeout=15)
+        assert node.returncode == 0 and "Traceback" not in output, output[-2000:]
