@@ -4,7 +4,10 @@ import argparse
 import os
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Optional
 
 
 def _ros_environment() -> None:
@@ -88,6 +91,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
             if missing:
                 print(f"no subscriber yet on {missing}; replaying anyway", flush=True)
         stop.wait(args.delay)  # let subscribers discover the publishers
+        # restamped header = wall time: this line maps it back to bag time
+        print(f"replay clock: bag time {args.start_offset:g} s = wall time {time.time():.6f}",
+              flush=True)
         stats = replayer.run(stop)
         print(f"published {stats.published} messages: {stats.by_topic}", flush=True)
     finally:
@@ -131,6 +137,7 @@ def _usage_error(command: str, message: str) -> int:
 
 
 INFERENCE_STATUS = "oxygen_ros: inference"
+DEFAULT_DEMO_BAG = "build/demo_bag"
 
 
 class _DemoProgress:
@@ -224,6 +231,39 @@ def demo_summary(monitor) -> dict:
     } | {key: value(key) for key in SUMMARY_FROM_DIAGNOSTICS}
 
 
+def score_against_world(summary: dict, monitor, seed: int, duration_s: float,
+                        memory_period_s: float, bag_zero_wall: Optional[float]) -> None:
+    """Add the answers, memory summaries and executed commands judged against the world's
+    ground truth (demo/score.py) to the summary, and print each answer beside its truth."""
+    from oxygen_ros.demo import score
+    from oxygen_ros.demo.world import TabletopWorld
+    from oxygen_ros.ros.bag import demo_dialogue
+
+    world = TabletopWorld(seed)
+    answers = dict(monitor.finished_dialogue)
+    dialogue = [(t, question) for t, question in demo_dialogue(world) if t < duration_s]
+    rows = score.answer_scores(world, dialogue, [answers.get(i + 1)
+                                                 for i in range(len(dialogue))])
+    memory = score.memory_scores(world, monitor.summaries, memory_period_s)
+    commands = ([(wall - bag_zero_wall, values) for wall, values in monitor.commands]
+                if bag_zero_wall is not None else [])
+    summary |= {"answer_accuracy": score.accuracy(rows), "memory_accuracy": score.accuracy(memory),
+                "action_error": score.action_error(world, commands), "answers": rows,
+                "memory": memory, "world_seed": seed, "task": world.instruction}
+    for row in rows:
+        print(f"  at {row['t']:4.1f} s  asked: {row['question']!r}\n"
+              f"           answer: {row['answer']!r}\n            truth: {row['truth']!r}"
+              f"  ({'right' if row['correct'] else 'wrong'})", flush=True)
+
+
+def _forward_replay_output(replay, clock: dict) -> None:
+    """Echo the replay's lines; keep the wall time of bag time 0 it reports."""
+    for line in replay.stdout:
+        print(line, end="", flush=True)
+        if line.startswith("replay clock:"):
+            clock["bag_zero_wall"] = float(line.rsplit(" ", 1)[1])
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: replay the demo bag through camera_ingest -> inference on the CPU
     preset, each node in its own process as the launch file runs them; this process
@@ -241,10 +281,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from oxygen_ros.ros.monitor import OutputMonitor
     from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals, spin_until
 
-    bag = Path(args.bag)
-    if not bag.exists():
-        write_demo_bag(bag, DemoBagSpec(duration_s=args.duration))
-        print(f"wrote demo bag {bag}", flush=True)
+    bag = Path(args.bag or DEFAULT_DEMO_BAG)
+    scored = not bag.exists() or not args.bag
+    if scored:   # a fresh bag of the world whose ground truth the outputs are scored against
+        import shutil
+        shutil.rmtree(bag, ignore_errors=True)
+        write_demo_bag(bag, DemoBagSpec(duration_s=args.duration, seed=args.seed))
+        print(f"wrote demo bag {bag} (world {args.seed})", flush=True)
     # the demo shows every output: commands on, a memory summary every 4 s of sensor time
     overrides = (["inference:dry_run:=false", "inference:memory_period_s:=4.0"]
                  + _node_overrides(args))
@@ -257,7 +300,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     monitor = OutputMonitor()
     # the replay starts once both nodes subscribe (the model loads and calibrates first)
     replay = subprocess.Popen([sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag),
-                               "--restamp", "--wait-for-subscribers", "120", "--delay", "0.5"])
+                               "--restamp", "--wait-for-subscribers", "120", "--delay", "0.5"],
+                              stdout=subprocess.PIPE, text=True)
+    clock: dict = {}
+    forward = threading.Thread(target=_forward_replay_output, args=(replay, clock), daemon=True)
+    forward.start()
     progress = _DemoProgress(monitor, replay)
     executor = SingleThreadedExecutor()
     executor.add_node(monitor)
@@ -268,6 +315,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for child in [replay] + nodes:
             _stop_child(child)
         summary = demo_summary(monitor)
+        if scored:
+            score_against_world(summary, monitor, args.seed, args.duration, 4.0,
+                                clock.get("bag_zero_wall"))
         print(f"summary: {summary['frames']} frames, {summary['action_chunks']} action chunks, "
               f"{summary['commands_received']} commands ({summary['commands_hz']:.1f} Hz, "
               f"held fraction {summary['held_command_fraction']}), "
@@ -275,7 +325,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
               f"{summary['chunk_latency_ms_p50']} ms, {summary['language_tokens']} language "
               f"tokens, {summary['dialogue_answers']}/{summary['dialogue_requests']} dialogue "
               f"answers, {summary['memory_summaries']} memory summaries, "
-              f"{summary['torch_threads']} torch threads", flush=True)
+              f"{summary['torch_threads']} torch threads"
+              + (f"; answer accuracy {summary['answer_accuracy']}, memory accuracy "
+                 f"{summary['memory_accuracy']}, action error {summary['action_error']}"
+                 if "answer_accuracy" in summary else ""), flush=True)
         if args.summary:
             Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
             Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
@@ -403,10 +456,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help=cmd_demo.__doc__)
     node_options(demo)
-    demo.add_argument("--bag", default="build/demo_bag",
-                      help="bag to replay; written first if missing (default build/demo_bag)")
+    demo.add_argument("--bag", help=f"an existing bag to replay as it is (default: write "
+                                    f"{DEFAULT_DEMO_BAG} from --seed's world — also a --bag "
+                                    "path that does not exist yet — and score the outputs "
+                                    "against its ground truth)")
+    demo.add_argument("--seed", type=int, default=0,
+                      help="the tabletop world of the demo bag (default 0)")
     demo.add_argument("--duration", type=float, default=12.0,
-                      help="length of a newly written demo bag in seconds (default 12)")
+                      help="length of the demo bag in seconds (default 12)")
     demo.add_argument("--summary", default="build/demo_summary.json",
                       help="write the summary JSON here (default build/demo_summary.json)")
     demo.set_defaults(func=cmd_demo)
@@ -447,7 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     bag.add_argument("--size", default="320x240", help="WIDTHxHEIGHT (default 320x240)")
     bag.add_argument("--gray", action="store_true", help="a gray scene")
     bag.add_argument("--storage", default="mcap", choices=["mcap", "sqlite3"])
-    bag.add_argument("--seed", type=int, default=0)
+    bag.add_argument("--seed", type=int, default=0, help="which tabletop world (default 0)")
     bag.add_argument("--cameras", type=int, default=3, choices=[1, 2, 3],
                      help="base, left_wrist, right_wrist: the first N (default 3; the tiny "
                           "preset's config reads 2)")

@@ -24,7 +24,7 @@ class NoRos:
 
 sys.meta_path.insert(0, NoRos())
 import oxygen_ros
-for package in ("oxygen_ros.model", "oxygen_ros.cache", "oxygen_ros.engine"):
+for package in ("oxygen_ros.model", "oxygen_ros.cache", "oxygen_ros.engine", "oxygen_ros.demo"):
     module = importlib.import_module(package)
     for info in pkgutil.walk_packages(module.__path__, package + "."):
         importlib.import_module(info.name)

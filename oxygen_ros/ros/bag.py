@@ -30,7 +30,7 @@ from rosbags.interfaces import (
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
-from oxygen_ros.ros.synthetic_scene import SyntheticScene
+from oxygen_ros.demo.world import TabletopWorld
 
 TYPESTORE = get_typestore(Stores.ROS2_KILTED)
 NS = 1_000_000_000
@@ -38,8 +38,9 @@ RAW_ENCODINGS = ("rgb8", "bgr8", "mono8")
 COMPRESSED_ENCODINGS = ("jpeg", "png")
 CAMERA_TOPICS = ("/cameras/base/image_raw", "/cameras/left_wrist/image_raw",
                  "/cameras/right_wrist/image_raw")
-DEMO_DIALOGUE = ((2.0, "what do you see on the table?"), (5.0, "where is the red cup?"),
-                 (8.0, "are you done yet?"))
+# when the demo bag asks, and which of the world's questions (demo/questions.py)
+DEMO_QUESTIONS = ((2.0, "what do you see?"), (5.0, "where is the {target}?"),
+                  (8.0, "what are you doing?"))
 
 
 def _qos(reliable: bool, transient_local: bool = False, depth: int = 10) -> Qos:
@@ -60,9 +61,8 @@ class DemoBagSpec:
     height: int = 240
     grayscale: bool = False              # a gray scene: every encoding carries the same pixels
     cameras: int = 3
-    joints: int = 14
-    instruction: str = "pick up the red cup and put it in the bin"
-    dialogue: Sequence[tuple[float, str]] = DEMO_DIALOGUE
+    instruction: Optional[str] = None    # default: the world's task
+    dialogue: Optional[Sequence[tuple[float, str]]] = None   # default: DEMO_QUESTIONS
     storage: str = "mcap"                # mcap or sqlite3
     start_time_s: float = 1_700_000_000.0
     seed: int = 0
@@ -90,15 +90,22 @@ def _image(pixels: np.ndarray, encoding: str, stamp_ns: int, frame_id: str):
         data=np.ascontiguousarray(pixels).ravel())
 
 
+def demo_dialogue(world: TabletopWorld) -> list[tuple[float, str]]:
+    """The demo bag's questions about this world: (seconds into the bag, question)."""
+    target = world.things[world.target].name
+    return [(t, question.format(target=target)) for t, question in DEMO_QUESTIONS]
+
+
 def write_demo_bag(path: str | Path, spec: DemoBagSpec = DemoBagSpec()) -> Path:
-    """A synthetic multi-camera bag: a moving scene at camera_hz, joint states at joint_hz,
-    the task instruction (transient local) and a few dialogue requests."""
+    """A bag of the tabletop world of `spec.seed` (demo/world.py): its cameras at camera_hz,
+    the expert's joint states at joint_hz, the task instruction (transient local) and a
+    few questions (demo_dialogue)."""
     if spec.encoding not in RAW_ENCODINGS + COMPRESSED_ENCODINGS:
         raise ValueError(f"encoding must be one of {RAW_ENCODINGS + COMPRESSED_ENCODINGS}")
     path = Path(path)
     if path.exists():
         raise FileExistsError(f"{path} exists; choose a new path")
-    scene = SyntheticScene(spec.cameras, spec.height, spec.width, spec.joints, spec.seed)
+    world = TabletopWorld(spec.seed)
     compressed = spec.encoding in COMPRESSED_ENCODINGS
     image_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
     String = TYPESTORE.types["std_msgs/msg/String"]
@@ -110,7 +117,7 @@ def write_demo_bag(path: str | Path, spec: DemoBagSpec = DemoBagSpec()) -> Path:
         t = i / spec.camera_hz
         stamp = start + int(round(t * NS))
         for camera in range(spec.cameras):
-            pixels = scene.frame(camera, t)
+            pixels = world.frame(camera, t, spec.height, spec.width)
             if spec.grayscale:
                 pixels = np.repeat(cv2.cvtColor(pixels, cv2.COLOR_RGB2GRAY)[..., None], 3, axis=2)
             records.append((stamp, f"camera{camera}",
@@ -122,10 +129,12 @@ def write_demo_bag(path: str | Path, spec: DemoBagSpec = DemoBagSpec()) -> Path:
         stamp = start + int(round(t * NS))
         records.append((stamp, "joints", JointState(
             header=Header(stamp=Time(sec=stamp // NS, nanosec=stamp % NS), frame_id=""),
-            name=scene.joint_names, position=scene.joint_positions(t),
+            name=world.joint_names, position=world.joint_positions(t),
             velocity=np.zeros(0), effort=np.zeros(0)), "sensor_msgs/msg/JointState"))
-    records.append((start, "instruction", String(data=spec.instruction), "std_msgs/msg/String"))
-    for t, text in (d for d in spec.dialogue if d[0] < spec.duration_s):
+    records.append((start, "instruction", String(data=spec.instruction or world.instruction),
+                    "std_msgs/msg/String"))
+    dialogue = demo_dialogue(world) if spec.dialogue is None else spec.dialogue
+    for t, text in (d for d in dialogue if d[0] < spec.duration_s):
         records.append((start + int(t * NS), "dialogue", String(data=text), "std_msgs/msg/String"))
     records.sort(key=lambda r: r[0])
 

@@ -15,7 +15,7 @@ from oxygen_ros.ros.image_conversion import (
     resize_rgb,
     rgb_to_image,
 )
-from oxygen_ros.ros.synthetic_scene import SyntheticScene
+from oxygen_ros.demo.world import TabletopWorld
 
 RESOLUTIONS = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
 
@@ -33,7 +33,7 @@ def _median_ms(work, repeats: int) -> float:
 def run(size: int = 112, mode: str = "pad", repeats: int = 20) -> list[dict]:
     rows = []
     for name, (width, height) in RESOLUTIONS.items():
-        frame = SyntheticScene(1, height, width).frame(0, 0.5)
+        frame = TabletopWorld(0).frame(0, 0.5, height, width)
         raw = rgb_to_image(frame, Image)
         jpeg = CompressedImage(format="jpeg", data=cv2.imencode(
             ".jpg", cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))[1].tobytes())

@@ -16,13 +16,14 @@ class OutputMonitor(Node):
     def __init__(self, **kwargs):
         super().__init__("oxygen_monitor", **kwargs)
         self.command_times: deque = deque(maxlen=2000)
+        self.commands: deque = deque(maxlen=4000)       # (wall time, values)
         self.chunks = 0
         self.dialogue: dict[int, list[str]] = {}
         self.finished_dialogue: list[tuple[int, str]] = []
         self.summaries: list[str] = []
         self.diagnostics: dict[str, dict[str, str]] = {}
         self.create_subscription(Float64MultiArray, "/oxygen/joint_command",
-                                 lambda _: self.command_times.append(time.monotonic()), qos.COMMAND)
+                                 self._on_command, qos.COMMAND)
         self.create_subscription(ActionChunk, "/oxygen/action_chunk", self._on_chunk, qos.RELIABLE)
         self.create_subscription(DialogueChunk, "/oxygen/dialogue", self._on_dialogue,
                                  qos.RELIABLE_DEEP)
@@ -30,6 +31,10 @@ class OutputMonitor(Node):
                                  lambda m: self.summaries.append(m.text), qos.RELIABLE)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics,
                                  qos.RELIABLE)
+
+    def _on_command(self, msg) -> None:
+        self.command_times.append(time.monotonic())
+        self.commands.append((time.time(), list(msg.data)))
 
     def _on_chunk(self, _msg) -> None:
         self.chunks += 1

@@ -68,6 +68,9 @@ def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, 
     assert summary["held_command_fraction"] <= summary["predicted_held_fraction"] + 0.1, summary
     assert summary["frames"] >= summary["action_chunks"] and summary["language_tokens"] > 0
     assert summary["torch_threads"] >= 1
+    # judged against the world's ground truth (random weights: the answers are noise)
+    assert [row["truth"] is not None for row in summary["answers"]] == [True, True]
+    assert 0.0 <= summary["answer_accuracy"] <= 1.0 and 0.0 < summary["action_error"] < 1.0
 
 
 def test_a_camera_topic_without_frames_is_reported_in_diagnostics(processes, tmp_path,

@@ -1,0 +1,1 @@
+"""The trained demo: a procedural tabletop world, its questions and ground truth, training."""

@@ -1,0 +1,53 @@
+"""Scores what the demo's outputs say against the tabletop world's ground truth: answers,
+memory summaries and executed commands."""
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from oxygen_ros.demo.questions import memory_line, questions
+from oxygen_ros.demo.world import TabletopWorld
+
+JOINT_RANGE = 2.0     # the world's joints live in [-1, 1]
+
+
+def _same(text: str, truth: str) -> bool:
+    return text.strip().rstrip(".").lower() == truth.lower()
+
+
+def answer_scores(world: TabletopWorld, dialogue: Sequence[tuple[float, str]],
+                  answers: Sequence[Optional[str]]) -> list[dict]:
+    """One row per question asked at (seconds into the bag, question): answer and truth."""
+    rows = []
+    for (t, question), answer in zip(dialogue, answers):
+        truth = dict(questions(world, t)).get(question)
+        rows.append({"t": t, "question": question, "answer": answer, "truth": truth,
+                     "correct": answer is not None and truth is not None and _same(answer, truth)})
+    return rows
+
+
+def memory_scores(world: TabletopWorld, summaries: Sequence[str], period_s: float) -> list[dict]:
+    """The k-th summary covers [k * period, (k + 1) * period] of sensor time."""
+    rows = []
+    for k, summary in enumerate(summaries):
+        truth = memory_line(world, k * period_s, (k + 1) * period_s)
+        rows.append({"window_s": [k * period_s, (k + 1) * period_s], "summary": summary,
+                     "truth": truth, "correct": _same(summary, truth)})
+    return rows
+
+
+def action_error(world: TabletopWorld, commands: Sequence[tuple[float, Sequence[float]]]
+                 ) -> Optional[float]:
+    """Mean absolute error of executed commands (seconds into the bag, joint values)
+    against the expert at that moment, as a fraction of the joint range."""
+    if not commands:
+        return None
+    errors = []
+    for t, values in commands:
+        n = min(len(values), len(world.joint_names))
+        errors.append(np.abs(np.asarray(values[:n]) - world.joint_positions(t)[:n]).mean())
+    return float(np.mean(errors) / JOINT_RANGE)
+
+
+def accuracy(rows: Sequence[dict]) -> Optional[float]:
+    return sum(r["correct"] for r in rows) / len(rows) if rows else None

@@ -1,0 +1,65 @@
+"""The tabletop world is a pure function of (seed, t); its expert does the task; the
+questions' answers and memory lines follow what the world shows; scores judge by them."""
+
+import numpy as np
+import pytest
+
+from oxygen_ros.demo import score
+from oxygen_ros.demo.questions import memory_line, questions
+from oxygen_ros.demo.world import CAMERAS, PHASES, TabletopWorld
+
+
+def test_frames_and_joint_states_are_a_pure_function_of_seed_and_time():
+    a, b, other = TabletopWorld(3), TabletopWorld(3), TabletopWorld(4)
+    for t in (0.0, 2.5, 5.0, 9.0):
+        for camera in range(len(CAMERAS)):
+            assert np.array_equal(a.frame(camera, t), b.frame(camera, t))
+        assert np.array_equal(a.joint_positions(t), b.joint_positions(t))
+    assert not np.array_equal(a.frame(0, 0.0), other.frame(0, 0.0))
+    assert a.frame(0, 1.0, 240, 320).shape == (240, 320, 3)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_expert_picks_the_target_and_puts_it_in_the_bin(seed):
+    world = TabletopWorld(seed)
+    target = world.things[world.target]
+    x, y, z, gripper = world.end_effector(PHASES[0][1])          # end of reaching
+    assert (abs(x - target.x), abs(y - target.y), gripper) < (1e-6, 1e-6, 1.01)
+    assert world.where(world.target, 5.0)[3] == "gripper"
+    assert world.where(world.target, 8.0)[3] == "bin"
+    assert all(world.where(i, 8.0)[3] == "table" for i in range(len(world.things))
+               if i != world.target)
+    steps = np.diff(world.actions(0.0, 500, 0.02), axis=0)        # 10 s at 50 Hz
+    assert np.abs(steps).max() < 0.1                               # smooth: no jumps
+    assert target.name in world.instruction and 2 <= len(world.things) <= 4
+
+
+def test_answers_follow_the_world_over_time():
+    world = TabletopWorld(0)
+    target = world.things[world.target].name
+    early, carrying, late = (dict(questions(world, t)) for t in (1.0, 5.0, 9.5))
+    assert early[f"where is the {target}?"] in ("on the left", "on the right", "at the front",
+                                                 "at the back")
+    assert carrying[f"where is the {target}?"] == "in the gripper"
+    assert late[f"where is the {target}?"] == "in the bin"
+    assert (early["are you done?"], late["are you done?"]) == ("no", "yes")
+    assert carrying["what are you doing?"] == f"carrying the {target} to the bin"
+    assert early["how many objects are there?"] == {2: "two", 3: "three", 4: "four"}[
+        len(world.things)]
+    assert memory_line(world, 0, 4) == f"reached the {target}, then picked up the {target}"
+    assert memory_line(world, 4, 8) == f"put the {target} in the bin"
+    assert memory_line(world, 8, 12) == "nothing, the task is done"
+
+
+def test_scores_judge_answers_memory_and_commands_by_the_ground_truth():
+    world = TabletopWorld(0)
+    dialogue = [(2.0, "are you done?"), (9.0, "are you done?")]
+    rows = score.answer_scores(world, dialogue, ["no", "No."])
+    assert [r["correct"] for r in rows] == [True, False] and score.accuracy(rows) == 0.5
+    memory = score.memory_scores(world, [memory_line(world, 0, 4), "something else"], 4.0)
+    assert [r["correct"] for r in memory] == [True, False]
+    expert = [(t, world.joint_positions(t).tolist()) for t in np.arange(0, 10, 0.02)]
+    assert score.action_error(world, expert) == 0.0
+    shifted = [(t, (np.array(v) + 0.2).tolist()) for t, v in expert]
+    assert score.action_error(world, shifted) == pytest.approx(0.1)
+    assert score.action_error(world, []) is None
