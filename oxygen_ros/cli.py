@@ -1,6 +1,7 @@
 """oxygen-ros command line: the demo and tools around the package."""
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -186,7 +187,6 @@ def _node_command(executable: str, module: str) -> list[str]:
 
 def _stop_child(child, timeout: float = 5.0) -> None:
     """SIGINT, then SIGKILL after `timeout` (rclpy traps SIGTERM)."""
-    import signal
     import subprocess
 
     if child.poll() is None:
@@ -270,7 +270,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     watches the outputs like a user's subscriber, prints live stats, a summary line and a
     summary JSON."""
     _ros_environment()
-    import json
     import subprocess
 
     import rclpy
@@ -341,7 +340,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_bench_model(args: argparse.Namespace) -> int:
     """Model benchmark: chunk latency, decode tokens/s, distance from the bandwidth bound."""
-    import json
     from dataclasses import asdict
 
     import torch
@@ -363,7 +361,6 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
 
 def cmd_bench_ingest(args: argparse.Namespace) -> int:
     """Ingest benchmark: decode + resize per camera frame, raw and JPEG, 480p to 1080p."""
-    import json
 
     from oxygen_ros.ros import ingest_benchmark
 
@@ -372,6 +369,20 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=2)
+    return 0
+
+
+def cmd_train_demo(args: argparse.Namespace) -> int:
+    """Train the demo preset on tabletop worlds and save it as a lerobot pi05 checkpoint."""
+    from oxygen_ros.demo.train import TrainConfig, train
+    from oxygen_ros.engine.threads import apply_torch_threads
+
+    apply_torch_threads(args.threads)
+    config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
+                         time_budget_s=args.time_budget, eval_worlds=args.eval_worlds)
+    manifest = train(Path(args.out), config,
+                     progress=lambda text: print(text, end="", file=sys.stderr, flush=True))
+    print(json.dumps(manifest, indent=2))
     return 0
 
 
@@ -413,8 +424,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Engine benchmark: isolated, shared_kv and oxygen side by side on one workload."""
-    from pathlib import Path
-
     from oxygen_ros.engine import benchmark
     from oxygen_ros.engine.threads import apply_torch_threads
 
@@ -444,9 +453,10 @@ def build_parser() -> argparse.ArgumentParser:
     from oxygen_ros.resources import share_path
     default_config = str(share_path("config", "humanoid.yaml"))
 
-    def node_options(command):
-        command.add_argument("--config", default=default_config,
-                             help="parameters YAML (default: the package's humanoid.yaml)")
+    def node_options(command, config=default_config):
+        command.add_argument("--config", default=config,
+                             help=f"parameters YAML (default: the package's "
+                                  f"{Path(config).name})")
         command.add_argument("--preset", help="model preset for the inference node")
         command.add_argument("--dry-run", dest="dry_run", action="store_true", default=None,
                              help="publish no commands or trajectories")
@@ -563,6 +573,21 @@ def build_parser() -> argparse.ArgumentParser:
                              help="replay decode steps and denoising from CUDA graphs (CUDA)")
     bench_model.add_argument("--json", help="also write the numbers to this JSON file")
     bench_model.set_defaults(func=cmd_bench_model)
+
+    train_demo = sub.add_parser("train-demo", help=cmd_train_demo.__doc__)
+    train_demo.add_argument("--out", default="build/demo_checkpoint",
+                            help="checkpoint directory (default build/demo_checkpoint)")
+    train_demo.add_argument("--steps", type=int, default=3000)
+    train_demo.add_argument("--batch", type=int, default=16)
+    train_demo.add_argument("--lr", type=float, default=1e-3)
+    train_demo.add_argument("--seed", type=int, default=0)
+    train_demo.add_argument("--time-budget", type=float, default=1800.0,
+                            help="stop training after this many seconds (default 1800)")
+    train_demo.add_argument("--eval-worlds", type=int, default=24,
+                            help="unseen worlds the saved metrics are measured on")
+    train_demo.add_argument("--threads", type=int, default=0,
+                            help="torch threads (default 0: all cores but one)")
+    train_demo.set_defaults(func=cmd_train_demo)
 
     bench_ingest = sub.add_parser("bench-ingest", help=cmd_bench_ingest.__doc__)
     bench_ingest.add_argument("--size", type=int, default=112,

@@ -131,12 +131,12 @@ class TabletopWorld:
             return (int(round(size / 2 + (x - center[0]) * scale)),
                     int(round(size / 2 + (y - center[1]) * scale)))
 
-        half = int(0.2 * scale)
+        half = int(0.26 * scale)
         bx, by = px(*self.bin)
         cv2.rectangle(image, (bx - half, by - half), (bx + half, by + half), BIN, 2, cv2.LINE_AA)
         for index, thing in enumerate(self.things):
             x, y, z, place = self.where(index, t)
-            _draw_thing(image, thing, px(x, y), int(0.13 * scale * (1 + z)), place == "bin")
+            _draw_thing(image, thing, px(x, y), int(0.19 * scale * (1 + z)), place == "bin")
         if camera == 0:
             x, y, z, g = self.end_effector(t)
             gx, gy = px(x, y)

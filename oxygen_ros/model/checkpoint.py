@@ -216,7 +216,8 @@ def read_config(shapes: dict, raw: dict, prefix: str, heads: Optional[tuple] = N
             num_cameras=3, action_horizon=int(horizon), action_dim=action_in[1],
             num_denoise_steps=int(raw.get("num_inference_steps", 10)),
             max_prompt_tokens=int(raw.get("tokenizer_max_length", 200)),
-            state_dim=int(raw.get("max_state_dim", 32)), tokenizer="paligemma",
+            state_dim=int(raw.get("max_state_dim", 32)),
+            tokenizer="bytes" if raw.get("tokenizer") == "bytes" else "paligemma",
             name=f"checkpoint:{raw.get('paligemma_variant', 'gemma_2b')}")
     except ValueError as error:
         raise CheckpointError(f"inconsistent checkpoint: {error}") from None

@@ -103,6 +103,18 @@ PRESETS = {
                            head_dim=64),
         vocab_size=260, num_cameras=3, action_horizon=50, action_dim=32, num_denoise_steps=10,
         max_prompt_tokens=200, name="small"),
+    # The trained demo (oxygen-ros train-demo): small enough to train on two cores in half
+    # an hour and to leave the real-time contract room (a chunk well under 25 % of 1 s);
+    # byte tokenizer, 14 joint actions, 84 px cameras (6 x 6 patches each).
+    "demo": ModelConfig(
+        vision=VisionConfig(image_size=84, patch_size=14, width=128, depth=3, mlp_dim=512,
+                            num_heads=4),
+        vlm=GemmaConfig(width=192, depth=4, mlp_dim=768, num_heads=4, num_kv_heads=1,
+                        head_dim=64),
+        expert=GemmaConfig(width=128, depth=4, mlp_dim=512, num_heads=4, num_kv_heads=1,
+                           head_dim=64),
+        vocab_size=260, num_cameras=3, action_horizon=50, action_dim=14, num_denoise_steps=10,
+        max_prompt_tokens=200, state_dim=14, name="demo"),
     # Unit tests: milliseconds per call. Grouped-query attention (4 heads, 2 kv heads)
     # so the kernels' head grouping is exercised.
     "tiny": ModelConfig(

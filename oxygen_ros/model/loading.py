@@ -39,7 +39,10 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
     if checkpoint:
         model, info = checkpoints.load(checkpoint, device, DTYPES[dtype], prefix_attention,
                                        heads=heads, vision_heads=vision_heads)
-        text = PaliGemmaTokenizer(tokenizer)
+        if model.config.tokenizer == "bytes" and not tokenizer:
+            text = ByteTokenizer()        # a checkpoint trained on bytes (train-demo's)
+        else:
+            text = PaliGemmaTokenizer(tokenizer)
         if text.vocab_size > model.config.vocab_size:
             raise ValueError(f"tokenizer {tokenizer} has {text.vocab_size} pieces, more than the "
                              f"model's {model.config.vocab_size} embeddings")

@@ -39,8 +39,9 @@ COMPRESSED_ENCODINGS = ("jpeg", "png")
 CAMERA_TOPICS = ("/cameras/base/image_raw", "/cameras/left_wrist/image_raw",
                  "/cameras/right_wrist/image_raw")
 # when the demo bag asks, and which of the world's questions (demo/questions.py)
-DEMO_QUESTIONS = ((2.0, "what do you see?"), (5.0, "where is the {target}?"),
-                  (8.0, "what are you doing?"))
+DEMO_QUESTIONS = ((1.5, "what do you see?"), (3.5, "what are you doing?"),
+                  (5.0, "where is the {target}?"), (6.5, "how many objects are there?"),
+                  (8.0, "what are you doing?"), (10.5, "are you done?"))
 
 
 def _qos(reliable: bool, transient_local: bool = False, depth: int = 10) -> Qos:

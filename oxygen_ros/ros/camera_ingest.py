@@ -20,12 +20,12 @@ from oxygen_ros.ros.conversions import joint_state_problem, take_instruction
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.frame_sync import FrameSynchronizer
+from oxygen_ros.model.letterbox import resize_rgb
 from oxygen_ros.ros.image_conversion import (
     MAX_PIXELS,
     ImageConversionError,
     compressed_to_rgb,
     image_to_rgb,
-    resize_rgb,
     rgb_to_image,
 )
 from oxygen_ros.ros.run_node import run_node

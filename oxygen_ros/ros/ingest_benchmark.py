@@ -8,11 +8,11 @@ import cv2
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
+from oxygen_ros.model.letterbox import resize_rgb
 from oxygen_ros.ros.image_conversion import (
     compressed_to_rgb,
     image_to_rgb,
     reduction,
-    resize_rgb,
     rgb_to_image,
 )
 from oxygen_ros.demo.world import TabletopWorld

@@ -11,11 +11,11 @@ from oxygen_ros.msg import Observation
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from oxygen_ros.ros.conversions import clean_instruction, joint_state_problem, observation_from_msg
+from oxygen_ros.model.letterbox import resize_rgb
 from oxygen_ros.ros.image_conversion import (
     ImageConversionError,
     compressed_to_rgb,
     image_to_rgb,
-    resize_rgb,
 )
 
 FUZZ = settings(max_examples=150, deadline=None,

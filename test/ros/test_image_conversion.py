@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import CompressedImage, Image
 
+from oxygen_ros.model.letterbox import resize_rgb
 from oxygen_ros.ros.image_conversion import (
     ImageConversionError,
     compressed_to_rgb,
     image_to_rgb,
-    resize_rgb,
     rgb_to_image,
 )
 

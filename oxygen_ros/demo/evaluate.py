@@ -1,0 +1,73 @@
+"""Judges a demo model on unseen tabletop worlds through the inference path (paged prefix,
+prompt extension, greedy decoding, the flow sampler): answer accuracy, memory accuracy
+and action error, as the running system would produce them."""
+
+import numpy as np
+import torch
+
+from oxygen_ros.cache.kv_cache import KVCache
+from oxygen_ros.demo.questions import memory_line, questions
+from oxygen_ros.demo.score import JOINT_RANGE
+from oxygen_ros.demo.world import TabletopWorld
+from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.model.normalization import Normalization
+from oxygen_ros.model.pi05 import Pi05Model
+from oxygen_ros.model.tokenizer import ByteTokenizer
+
+TEMPLATES = EngineConfig()
+
+
+def greedy(model: Pi05Model, cache: KVCache, base, prompt: list[int], limit: int = 48) -> str:
+    tokenizer = ByteTokenizer()
+    table = cache.fork(base, "dialogue")
+    assert cache.reserve(table, len(prompt) + limit)
+    token = int(model.extend(table, prompt, cache).argmax())
+    out = []
+    while token != tokenizer.eos_id and len(out) < limit:
+        out.append(token)
+        token = int(model.decode([table], [token], cache)[0].argmax())
+    cache.free(table)
+    return tokenizer.decode(out)
+
+
+@torch.inference_mode()
+def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
+             first_world: int = 0, times=(1.0, 3.3, 5.0, 7.0, 9.5)) -> dict:
+    """Worlds first_world.. (never trained on: training uses TRAIN_SEEDS and up)."""
+    from oxygen_ros.demo.train import ACTION_DT, MEMORY_PERIOD_S, Sampler
+
+    sampler = Sampler(model, normalization, seed=0)
+    tokenizer = ByteTokenizer()
+    right = asked = memory_right = memory_asked = 0
+    errors = []
+    generator = torch.Generator().manual_seed(0)
+    for seed in range(first_world, first_world + worlds):
+        world = TabletopWorld(seed)
+        for t in times:
+            cache = KVCache.for_model(model.config, num_pages=64, page_size=16)
+            prefix = sampler.observation(world, t)
+            base = model.prefill(prefix, cache)
+            for question, truth in questions(world, t)[:4]:
+                prompt = tokenizer.encode(TEMPLATES.dialogue_template.format(text=question),
+                                          bos=False)
+                right += greedy(model, cache, base, prompt) == truth
+                asked += 1
+            noise = torch.randn(1, model.config.action_horizon, model.config.action_dim,
+                                generator=generator)
+            actions = normalization.unnormalize_actions(
+                model.sample_actions([base], noise, cache)[0].float().numpy())
+            expert = world.actions(t, model.config.action_horizon, ACTION_DT)
+            errors.append(np.abs(actions[:, :expert.shape[1]] - expert).mean() / JOINT_RANGE)
+        for window in (1, 2):
+            t = window * MEMORY_PERIOD_S + 0.1
+            cache = KVCache.for_model(model.config, num_pages=64, page_size=16)
+            base = model.prefill(sampler.observation(world, t), cache)
+            previous = memory_line(world, (window - 1) * MEMORY_PERIOD_S - MEMORY_PERIOD_S,
+                                   (window - 1) * MEMORY_PERIOD_S) if window > 1 else ""
+            text = TEMPLATES.memory_template.format(previous=previous, first=0, last=10)
+            truth = memory_line(world, t - MEMORY_PERIOD_S, t)
+            memory_right += greedy(model, cache, base, tokenizer.encode(text, bos=False)) == truth
+            memory_asked += 1
+    return {"answer_accuracy": right / asked, "memory_accuracy": memory_right / memory_asked,
+            "action_error": float(np.mean(errors)), "worlds": worlds,
+            "questions": asked, "memory_requests": memory_asked}

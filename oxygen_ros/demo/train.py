@@ -1,0 +1,231 @@
+"""train-demo: trains the `demo` preset on tabletop worlds — flow matching for the action
+expert, next-token loss for answers and memory lines over the shared prefix — and saves
+it in the lerobot pi05 layout (with normalization statistics and a manifest) so the
+product's own loader runs it.
+
+Samples are built exactly as the running system builds its inputs: frames rendered at
+the demo bag's camera size and letterboxed like camera_ingest, the state normalized and
+written into π0.5's prompt, questions in the dialogue template and memory requests in
+the memory template the engine uses. Training worlds have seeds from TRAIN_SEEDS up;
+evaluation (and the demo, world 0) use unseen ones."""
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from oxygen_ros.demo.evaluate import evaluate
+from oxygen_ros.demo.questions import memory_line, questions
+from oxygen_ros.demo.world import CAMERAS, TabletopWorld
+from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.model import training
+from oxygen_ros.model.checkpoint import checkpoint_key
+from oxygen_ros.model.config import preset
+from oxygen_ros.model.letterbox import resize_rgb
+from oxygen_ros.model.normalization import Normalization, Stats
+from oxygen_ros.model.pi05 import Pi05Model
+from oxygen_ros.model.prefix import build_prefix
+from oxygen_ros.model.prompt import pi05_prompt
+from oxygen_ros.model.tokenizer import ByteTokenizer
+
+TRAIN_SEEDS = 10_000           # training worlds: seeds from here up; below are unseen
+EPISODE_S, CAMERA_SIZE, ACTION_DT = 12.0, (240, 320), 0.02
+MEMORY_PERIOD_S = 4.0
+TEMPLATES = EngineConfig()     # the engine's dialogue and memory templates
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 3000
+    batch: int = 16
+    lr: float = 1e-3
+    seed: int = 0
+    memory_share: float = 0.25     # of text samples that are memory requests
+    time_budget_s: float = 1800.0  # stop early (and say so) when this is spent
+    eval_worlds: int = 24
+
+
+class Sampler:
+    """Training samples from tabletop worlds, deterministic from a seed."""
+
+    def __init__(self, model: Pi05Model, normalization: Normalization, seed: int,
+                 first_world: int = TRAIN_SEEDS):
+        self.config = model.config
+        self.normalization = normalization
+        self.rng = np.random.default_rng(seed)
+        self.first_world = first_world
+        self.tokenizer = ByteTokenizer()
+
+    def observation(self, world: TabletopWorld, t: float):
+        """(prefix, normalized state) the running system would build at time t."""
+        size = self.config.vision.image_size
+        images = {name: resize_rgb(world.frame(camera, t, *CAMERA_SIZE), size)
+                  for camera, name in enumerate(CAMERAS)}
+        state = self.normalization.normalize_state(world.joint_positions(t))
+        prompt = pi05_prompt(world.instruction, state, self.config.state_dim)
+        return build_prefix(self.config, CAMERAS, images, self.tokenizer.encode(prompt))
+
+    def text(self, world: TabletopWorld, t: float, memory: bool) -> tuple[list, list]:
+        """(tokens, answer flags) of one question or memory request and its true reply."""
+        if memory:   # the window [t - period, t] ends now; the summary before it, if any
+            previous = (memory_line(world, t - 2 * MEMORY_PERIOD_S, t - MEMORY_PERIOD_S)
+                        if t > 1.5 * MEMORY_PERIOD_S else "")
+            first = int(self.rng.integers(0, 200))
+            prompt = TEMPLATES.memory_template.format(previous=previous[-200:], first=first,
+                                                      last=first + int(self.rng.integers(5, 40)))
+            reply = memory_line(world, max(0.0, t - MEMORY_PERIOD_S), t)
+        else:
+            question, reply = questions(world, t)[self.rng.integers(len(questions(world, t)))]
+            prompt = TEMPLATES.dialogue_template.format(text=question)
+        asked = self.tokenizer.encode(prompt, bos=False)
+        answer = self.tokenizer.encode(reply, bos=False) + [self.tokenizer.eos_id]
+        return asked + answer, [False] * len(asked) + [True] * len(answer)
+
+    def batch(self, size: int, memory_share: float) -> training.TrainingBatch:
+        prefixes, texts, flags, actions = [], [], [], []
+        for _ in range(size):
+            world = TabletopWorld(self.first_world + int(self.rng.integers(1_000_000)))
+            memory = self.rng.random() < memory_share
+            if memory:   # a memory request comes when a window ends
+                t = MEMORY_PERIOD_S * int(self.rng.integers(1, 3)) + self.rng.uniform(0, 0.3)
+            else:
+                t = self.rng.uniform(0, EPISODE_S)
+            prefixes.append(self.observation(world, t))
+            tokens, answer = self.text(world, t, memory)
+            texts.append(tokens)
+            flags.append(answer)
+            expert = world.actions(t, self.config.action_horizon, ACTION_DT)
+            actions.append(np.stack([self.normalization.actions.normalize(a) for a in expert]))
+        prompt, prompt_valid = _pad([p.tokens.tolist() for p in prefixes])
+        text, text_valid = _pad(texts)
+        answer, _ = _pad(flags)
+        return training.TrainingBatch(
+            images=torch.stack([p.images for p in prefixes]), prompt=prompt,
+            prompt_valid=prompt_valid, text=text, text_valid=text_valid, answer=answer.bool(),
+            actions=torch.tensor(np.stack(actions), dtype=torch.float32))
+
+
+def _pad(rows):
+    width = max(len(r) for r in rows)
+    values = torch.tensor([list(r) + [0] * (width - len(r)) for r in rows])
+    valid = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows])
+    return values, valid
+
+
+def statistics(worlds: int = 200, seed: int = 0) -> Normalization:
+    """Quantile statistics of the expert's joint positions (state and actions alike)."""
+    rng = np.random.default_rng(seed)
+    values = np.stack([TabletopWorld(TRAIN_SEEDS + int(s)).joint_positions(t)
+                       for s in rng.integers(1_000_000, size=worlds)
+                       for t in np.linspace(0, EPISODE_S, 25)])
+    low, high = np.quantile(values, 0.01, axis=0), np.quantile(values, 0.99, axis=0)
+    stats = Stats(low, high, "quantile", "lerobot")
+    return Normalization(stats, stats, "lerobot demo statistics (quantile)")
+
+
+def train(out: Path, config: TrainConfig, progress=print) -> dict:
+    """Train, evaluate on unseen worlds, save; the manifest (also written beside)."""
+    torch.manual_seed(config.seed)
+    model_config = preset("demo")
+    model = Pi05Model(model_config, seed=config.seed)
+    normalization = statistics(seed=config.seed)
+    sampler = Sampler(model, normalization, config.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
+    warmup = max(1, config.steps // 20)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
+        (step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(1.0, step / config.steps)))))
+    generator = torch.Generator().manual_seed(config.seed)
+    history, started, step = [], time.monotonic(), 0
+    for step in range(config.steps):
+        batch = sampler.batch(config.batch, config.memory_share)
+        text_loss, action_loss = training.losses(model, batch, generator)
+        optimizer.zero_grad()
+        (text_loss + action_loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        text_value, action_value = text_loss.item(), action_loss.item()
+        history.append((step, text_value, action_value))
+        elapsed = time.monotonic() - started
+        if step % 10 == 0 or step == config.steps - 1:
+            eta = elapsed / (step + 1) * (config.steps - step - 1)
+            progress(f"\rstep {step + 1}/{config.steps}  text loss {text_value:.3f}  "
+                     f"action loss {action_value:.3f}  {elapsed:.0f} s, ~{eta:.0f} s left")
+        if elapsed > config.time_budget_s:
+            progress(f"\ntime budget of {config.time_budget_s:.0f} s spent at step {step + 1}")
+            break
+    progress("\n")
+    model.eval()
+    metrics = evaluate(model, normalization, worlds=config.eval_worlds)
+    manifest = save(out, model, normalization, config, history, metrics,
+                    time.monotonic() - started, step + 1)
+    return manifest
+
+
+def save(out: Path, model: Pi05Model, normalization: Normalization, config: TrainConfig,
+         history, metrics: dict, seconds: float, steps: int) -> dict:
+    """The lerobot pi05 layout: model.safetensors (keys under model.), config.json,
+    the normalizer processor statistics; plus manifest.json and the loss plot."""
+    out.mkdir(parents=True, exist_ok=True)
+    mc = model.config
+    tensors = {checkpoint_key(name, "model."): p.detach().contiguous()
+               for name, p in model.named_parameters()}
+    embedding = checkpoint_key("language_model.embed_tokens.weight", "model.")
+    tensors["model.paligemma_with_expert.paligemma.lm_head.weight"] = tensors.pop(embedding)
+    save_file(tensors, str(out / "model.safetensors"))
+    (out / "config.json").write_text(json.dumps({
+        "type": "pi05", "paligemma_variant": "demo", "action_expert_variant": "demo",
+        "num_attention_heads": mc.vlm.num_heads, "num_key_value_heads": mc.vlm.num_kv_heads,
+        "head_dim": mc.vlm.head_dim, "vision_num_attention_heads": mc.vision.num_heads,
+        "chunk_size": mc.action_horizon, "n_action_steps": mc.action_horizon,
+        "max_state_dim": mc.state_dim, "max_action_dim": mc.action_dim,
+        "num_inference_steps": mc.num_denoise_steps,
+        "tokenizer_max_length": mc.max_prompt_tokens, "tokenizer": "bytes",
+        "normalization_mapping": {"VISUAL": "IDENTITY", "STATE": "QUANTILES",
+                                  "ACTION": "QUANTILES"}}, indent=2))
+    stats = {f"{key}.{name}": torch.tensor(getattr(s, attr), dtype=torch.float32)
+             for key, s in (("observation.state", normalization.state),
+                            ("action", normalization.actions))
+             for name, attr in (("q01", "low"), ("q99", "high"))}
+    save_file(stats, str(out / "policy_preprocessor_step_0_normalizer_processor.safetensors"))
+    digest = hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
+    manifest = {"command": f"oxygen-ros train-demo --steps {config.steps} --batch "
+                           f"{config.batch} --seed {config.seed}",
+                "seed": config.seed, "steps": steps, "batch": config.batch,
+                "samples": steps * config.batch, "seconds": round(seconds),
+                "torch_threads": torch.get_num_threads(), "metrics": metrics,
+                "loss": {name: {"first": float(np.mean([h[column] for h in history[:5]])),
+                                "last": float(np.mean([h[column] for h in history[-5:]]))}
+                         for column, name in ((1, "text"), (2, "action"))},
+                "model_safetensors_sha256": digest,
+                "parameters": sum(p.numel() for p in model.parameters())}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    _plot(history, out / "loss.png")
+    return manifest
+
+
+def _plot(history, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [h[0] for h in history]
+    fig, axis = plt.subplots(figsize=(7, 3.5))
+    for column, label in ((1, "answers + memory (next token)"), (2, "actions (flow matching)")):
+        values = np.array([h[column] for h in history])
+        smooth = np.convolve(values, np.ones(20) / 20, mode="valid") if len(values) > 40 \
+            else values
+        axis.plot(steps[len(steps) - len(smooth):], smooth, label=label)
+    axis.set_yscale("log")
+    axis.set_xlabel("step")
+    axis.set_ylabel("loss")
+    axis.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
