@@ -447,6 +447,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_switch(args: argparse.Namespace) -> int:
+    """Chunk switching: Real-Time Chunking (vjp, error), cross-fade and none side by side."""
+    from oxygen_ros.engine import switch_benchmark
+    from oxygen_ros.engine.threads import apply_torch_threads
+    from oxygen_ros.model.loading import load_model
+
+    apply_torch_threads(args.threads)
+    loaded = load_model(preset=args.preset, checkpoint=args.checkpoint or "",
+                        tokenizer=args.tokenizer or "", seed=args.seed)
+    workload = switch_benchmark.SwitchWorkload(
+        delays=tuple(args.delays), chunks=args.chunks, blend_s=args.blend_s,
+        default_guidance=args.guidance, execution_horizon=args.execution_horizon,
+        schedule=args.schedule, max_guidance_weight=args.max_guidance_weight, seed=args.seed)
+    result = switch_benchmark.run(loaded, workload,
+                                  progress=lambda line: print(line, file=sys.stderr))
+    print(switch_benchmark.table(result))
+    if args.json:
+        png = switch_benchmark.write(result, args.json)
+        print(f"wrote {args.json} {png}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oxygen-ros", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -558,6 +580,33 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", help="write the results to this JSON file (and a PNG beside)")
     bench.add_argument("--plot", help="PNG path (default: beside --json)")
     bench.set_defaults(func=cmd_bench)
+
+    switch = sub.add_parser("bench-switch", help=cmd_bench_switch.__doc__)
+    switch_defaults = __import__("oxygen_ros.engine.switch_benchmark",
+                                 fromlist=["SwitchWorkload"]).SwitchWorkload()
+    switch.add_argument("--preset", default="small", help="model preset (without --checkpoint)")
+    switch.add_argument("--checkpoint", help="a π0.5 checkpoint directory instead of a preset")
+    switch.add_argument("--tokenizer", help="PaliGemma tokenizer (with a checkpoint that needs it)")
+    switch.add_argument("--delays", type=float, nargs="+", default=list(switch_defaults.delays),
+                        help="inference delays as fractions of the horizon")
+    switch.add_argument("--chunks", type=int, default=switch_defaults.chunks,
+                        help="chunks per delay (switches = chunks - 1)")
+    switch.add_argument("--blend-s", type=float, default=switch_defaults.blend_s,
+                        help="the cross-fade's length")
+    switch.add_argument("--guidance", choices=["vjp", "error"],
+                        default=switch_defaults.default_guidance,
+                        help="the variant reported as modes.rtc and rtc_cost_ratio")
+    switch.add_argument("--execution-horizon", type=int,
+                        default=switch_defaults.execution_horizon, help="0: the whole chunk")
+    switch.add_argument("--schedule", choices=["zeros", "ones", "linear", "exp"],
+                        default=switch_defaults.schedule)
+    switch.add_argument("--max-guidance-weight", type=float,
+                        default=switch_defaults.max_guidance_weight)
+    switch.add_argument("--seed", type=int, default=0)
+    switch.add_argument("--threads", type=int, default=0,
+                        help="torch CPU threads (default 0: all cores but one)")
+    switch.add_argument("--json", help="write the numbers here and the plot beside (.png)")
+    switch.set_defaults(func=cmd_bench_switch)
 
     bench_model = sub.add_parser("bench-model", help=cmd_bench_model.__doc__)
     bench_model.add_argument("--preset", default="small", help="model preset (default small)")

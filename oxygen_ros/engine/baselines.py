@@ -37,7 +37,8 @@ class SharedKVEngine(_SequentialLanguage):
         if table is None:
             raise RuntimeError("shared_kv: KV pool cannot hold the observation prefix")
         chunk = self.emit_chunk(frame_id, observation,
-                                self.actions.run([table], self.cache, frame_id), start, began)
+                                self.chunk_actions(table, self.cache, frame_id, observation,
+                                                   began), start, began)
         steps = 0
         while (request := self.scheduler.next_waiting()) is not None:
             steps += self.answer_alone(request, table, self.cache, frame_id, prefix)
@@ -70,7 +71,8 @@ class IsolatedEngine(_SequentialLanguage):
         action_cache = self.caches["action"]
         table = self._own_prefill(prefix, action_cache, "action")
         chunk = self.emit_chunk(frame_id, observation,
-                                self.actions.run([table], action_cache, frame_id), start, began)
+                                self.chunk_actions(table, action_cache, frame_id, observation,
+                                                   began), start, began)
         action_cache.free(table)
         steps = 0
         while (request := self.scheduler.next_waiting()) is not None:

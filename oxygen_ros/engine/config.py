@@ -5,6 +5,8 @@ decoding."""
 from dataclasses import dataclass
 from typing import Optional
 
+from oxygen_ros.engine.rtc import SWITCHES, RTCSettings
+
 
 @dataclass
 class EngineConfig:
@@ -20,7 +22,14 @@ class EngineConfig:
     # -- the real-time contract (frame_period_s None: no clock at all, as in benchmarks)
     frame_period_s: Optional[float] = None   # target: a new frame (fresh chunk) this often
     action_dt_s: float = 0.02              # seconds between the steps of a chunk
-    blend_s: float = 0.1                   # a new chunk takes over over this long
+    # -- how a new chunk takes over from the plan in force: rtc (Real-Time Chunking: the
+    # new chunk is denoised to continue the plan, no fade), crossfade (over blend_s), none
+    chunk_switch: str = "crossfade"
+    blend_s: float = 0.1                   # crossfade: a new chunk takes over over this long
+    rtc_guidance: str = "vjp"              # vjp (the paper's) or error (lerobot 0.6.1's)
+    rtc_execution_horizon: int = 0         # steps guided toward the plan; 0: the whole chunk
+    rtc_prefix_attention_schedule: str = "linear"   # zeros, ones, linear, exp
+    rtc_max_guidance_weight: float = 10.0  # clip of the guidance weight (0: no guidance)
     deadline_margin_s: float = 0.02        # the successor chunk is due this much earlier
     language_floor: float = 0.1            # share of frame_period_s language always gets
     # -- requests
@@ -45,6 +54,10 @@ class EngineConfig:
             raise ValueError("frame_period_s must be positive")
         if self.action_dt_s <= 0:
             raise ValueError("action_dt_s must be positive")
+        if self.chunk_switch not in SWITCHES:
+            raise ValueError(f"chunk_switch {self.chunk_switch!r}: one of {', '.join(SWITCHES)}")
+        RTCSettings(self.rtc_execution_horizon, self.rtc_prefix_attention_schedule,
+                    self.rtc_max_guidance_weight, self.rtc_guidance)   # raises if wrong
         if self.blend_s < 0 or self.deadline_margin_s < 0:
             raise ValueError("blend_s and deadline_margin_s must not be negative")
         if not 0.0 <= self.language_floor <= 1.0:

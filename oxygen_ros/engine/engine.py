@@ -47,7 +47,7 @@ class EngineCore:
         self.clock = clock or MonotonicClock()
         self.tokenizer = tokenizer or tokenizer_for(model)
         self.eos_id = getattr(self.tokenizer, "eos_id", None)
-        self.actions = ActionTask(model, config.seed)
+        self.actions = ActionTask(model, config)
         self.dialogue = DialogueTask(self.tokenizer, config)
         self.memory = MemoryTask(self.tokenizer, config)
         self.costs = StepCostModel()
@@ -168,6 +168,13 @@ class EngineCore:
                             self.tokenizer.encode(prompt))
 
     # -- shared pieces -----------------------------------------------------------------------
+    def chunk_actions(self, table: PageTable, cache: KVCache, frame_id: int,
+                      observation: Observation, began: float):
+        """The frame's chunk (normalized). It is expected to take over when the action
+        path's p95 after `began` is over: with RTC, the steps until then are frozen."""
+        delay_s = began - observation.stamp + self.timing.action_path_p95()
+        return self.actions.run([table], cache, frame_id, observation.stamp, delay_s)
+
     def emit_chunk(self, frame_id: int, observation: Observation, actions, start: float,
                    began: float) -> ActionChunk:
         """The frame's chunk is out: it becomes the plan in force (late if it arrived after
@@ -176,8 +183,15 @@ class EngineCore:
         self.timing.observe_action_path(arrival - began)
         late = self.timing.chunk_arrived(observation.stamp, arrival)
         actions = self.normalization.unnormalize_actions(actions)
-        chunk = ActionChunk(frame_id, observation.stamp, actions, arrival - start, late=late)
+        guided = self.actions.guided
+        frozen = self.actions.inference_delay if guided else 0
+        chunk = ActionChunk(frame_id, observation.stamp, actions, arrival - start, late=late,
+                            rtc=guided, inference_delay=frozen)
         self.counters["deadline_misses"] += late
+        self.counters["rtc_chunks"] += guided
+        # took over after its frozen steps: the switch is not inside the frozen part
+        self.counters["rtc_late_switches"] += (
+            guided and arrival - observation.stamp > frozen * self.config.action_dt_s)
         self._emit(chunk, self.on_chunk)
         return chunk
 

@@ -4,7 +4,8 @@ which chunks came too late, and what this machine can deliver.
 A chunk computed from an observation stamped s covers s .. s + H·dt. Its successor must
 arrive, and finish blending in, before that plan runs out:
 
-    due      = s + H·dt - blend_s              (a later arrival is a deadline miss)
+    due      = s + H·dt - blend_s              (a later arrival is a deadline miss;
+                                               blend_s counts only with chunk_switch crossfade)
     start_by = due - deadline_margin_s - p95(action path)
     next frame starts at min(frame start + frame_period_s, start_by)
 
@@ -74,13 +75,14 @@ class FrameTiming:
     def __init__(self, config: EngineConfig, action_horizon: int, window: int = 32):
         self.period = config.frame_period_s
         self.horizon_s = action_horizon * config.action_dt_s
-        if self.period is not None and self.horizon_s <= config.blend_s + config.deadline_margin_s:
+        # only a cross-fade needs time after the takeover; rtc and none switch at once
+        self.blend_s = config.blend_s if config.chunk_switch == "crossfade" else 0.0
+        if self.period is not None and self.horizon_s <= self.blend_s + config.deadline_margin_s:
             raise ValueError(
                 f"a plan of {action_horizon} steps x action_dt_s {config.action_dt_s:g} s = "
                 f"{self.horizon_s:g} s leaves no time for a successor after blend_s "
-                f"{config.blend_s:g} s + deadline_margin_s {config.deadline_margin_s:g} s: "
+                f"{self.blend_s:g} s + deadline_margin_s {config.deadline_margin_s:g} s: "
                 "lengthen action_dt_s or shorten blend_s")
-        self.blend_s = config.blend_s
         self.margin_s = config.deadline_margin_s
         self.floor_s = config.language_floor * (self.period or 0.0)
         self.action_path: deque = deque(maxlen=window)   # warm samples, seconds

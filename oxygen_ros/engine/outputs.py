@@ -12,6 +12,8 @@ class ActionChunk:
     actions: np.ndarray          # [H, action_dim] float32
     latency_s: float             # frame start -> chunk ready
     late: bool                   # too late to take over before the plan in force ran out
+    rtc: bool = False            # denoised by Real-Time Chunking to continue the plan
+    inference_delay: int = 0     # RTC: steps frozen to the plan in force
 
 
 @dataclass(frozen=True)

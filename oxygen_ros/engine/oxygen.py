@@ -85,7 +85,7 @@ class OxygenEngine(EngineCore):
         # the previous prefix stays indexed: unchanged pages are found again, not recomputed
         self.release_newest()
         table = self.prefill_for_actions(prefix)
-        actions = self.actions.run([table], self.cache, frame_id)
+        actions = self.chunk_actions(table, self.cache, frame_id, observation, began)
         chunk = self.emit_chunk(frame_id, observation, actions, start, began)
         self.newest = (table, prefix, frame_id)
         actions_done = self.clock.now()

@@ -284,6 +284,10 @@ class Pi05Model(nn.Module):
         scratch = cache.actions
 
         def attend(layer, q, k, v):
+            if torch.is_grad_enabled():   # Real-Time Chunking's vector-Jacobian product
+                return paged_attention(q, cache.pool.k[layer], cache.pool.v[layer],
+                                       inputs.block_tables, prefix_lens, self.scale,
+                                       extra_k=k, extra_v=v)
             scratch.k[layer, :batch] = k
             scratch.v[layer, :batch] = v
             return suffix_attention(q, cache.pool.k[layer], cache.pool.v[layer],

@@ -108,7 +108,17 @@ PARAMETERS = {
     "top_p": (1.0, "nucleus sampling mass"),
     "control_rate_hz": (50.0, "per-step command rate (50-70 Hz typical)"),
     "action_dt_s": (0.0, "seconds between chunk steps; 0: 1 / control_rate_hz"),
-    "blend_s": (0.1, "cross-fade from the old to the new chunk"),
+    "chunk_switch": ("rtc", "how a new chunk takes over: rtc (Real-Time Chunking: "
+                                  "denoised to continue the plan in force, no fade), "
+                                  "crossfade (over blend_s) or none"),
+    "blend_s": (0.1, "chunk_switch crossfade: fade from the old to the new chunk this long"),
+    "rtc_guidance": ("vjp", "rtc: vjp (the paper's, a backward pass through the action "
+                            "expert) or error (lerobot 0.6.1's, no backward pass)"),
+    "rtc_execution_horizon": (0, "rtc: chunk steps guided toward the plan in force "
+                                 "(0: the whole chunk)"),
+    "rtc_prefix_attention_schedule": ("linear", "rtc: weights after the frozen steps: "
+                                                "zeros, ones, linear, exp"),
+    "rtc_max_guidance_weight": (10.0, "rtc: clip of the guidance weight (0: no guidance)"),
     "dry_run": (True, "compute and report, but publish no commands or trajectories"),
     "autostart": (True, "configure and activate at start; false: wait for a lifecycle manager"),
     "watchdog_ticks": (10, "control ticks without a fresh observation before stopping"),
@@ -122,6 +132,8 @@ RANGES = {
     "num_pages": IntegerRange(from_value=1, to_value=10_000_000),
     "max_pending_requests": IntegerRange(from_value=1, to_value=1_000_000),
     "torch_threads": IntegerRange(from_value=0, to_value=1024),
+    "rtc_execution_horizon": IntegerRange(from_value=0, to_value=100_000),
+    "rtc_max_guidance_weight": FloatingPointRange(from_value=0.0, to_value=1e6),
 }
 
 
@@ -212,7 +224,8 @@ class InferenceNode(LifecycleNode):
             self.model.model, self._engine_config(), tokenizer=self.model.tokenizer,
             normalization=self.model.normalization, on_chunk=self._on_chunk,
             on_text=self._on_text, on_memory=self._on_memory)
-        self.stream = ActionStream(p("blend_s"))
+        # RTC chunks continue the plan they replace, so only the cross-fade fades
+        self.stream = ActionStream(p("blend_s") if p("chunk_switch") == "crossfade" else 0.0)
         # (Observation stamped on the engine clock, receipt monotonic time, ROS stamp)
         self._latest: Optional[tuple] = None
         self._frame_ros_stamp = 0.0                    # ROS stamp of the frame's observation
@@ -308,7 +321,11 @@ class InferenceNode(LifecycleNode):
             dialogue_max_tokens=p("dialogue_max_tokens"),
             memory_max_tokens=p("memory_max_tokens"), memory_period_s=p("memory_period_s"),
             frame_period_s=p("frame_period_s"), action_dt_s=self.action_dt,
-            blend_s=p("blend_s"), deadline_margin_s=p("deadline_margin_s"),
+            chunk_switch=p("chunk_switch"), blend_s=p("blend_s"),
+            rtc_guidance=p("rtc_guidance"), rtc_execution_horizon=p("rtc_execution_horizon"),
+            rtc_prefix_attention_schedule=p("rtc_prefix_attention_schedule"),
+            rtc_max_guidance_weight=p("rtc_max_guidance_weight"),
+            deadline_margin_s=p("deadline_margin_s"),
             language_floor=p("language_floor"), request_timeout_s=p("request_timeout_s"),
             max_pending_requests=p("max_pending_requests"), cuda_graphs=p("cuda_graphs"),
             torch_compile=p("torch_compile"), temperature=p("temperature"),
@@ -461,6 +478,9 @@ class InferenceNode(LifecycleNode):
             "action_path_ms_p95": engine.timing.action_path_p95() * 1e3,
             "language_floor": engine.config.language_floor,
             "torch_threads": self.torch_threads,
+            "chunk_switch": engine.config.chunk_switch,
+            "rtc_chunks": engine.counters["rtc_chunks"],
+            "rtc_late_switches": engine.counters["rtc_late_switches"],
         }
         if capacity is not None:
             report |= {

@@ -1,0 +1,141 @@
+"""Real-Time Chunking (Black, Galliker, Levine 2025, arXiv 2506.07339): a new chunk is
+denoised as an inpainting of the plan in force, so it continues that plan where it takes
+over instead of being faded into it.
+
+The actions that execute while the chunk is computed (the first `inference_delay` steps)
+get weight 1 toward the plan in force, the next ones a decaying weight up to
+`execution_horizon`, the rest 0. Every Euler step of the flow is corrected by the weighted
+error between that target and the step's estimate of the clean chunk, times a guidance
+weight that is large early in denoising and clipped at `max_guidance_weight`.
+
+Names, time convention (t runs from 1 = noise to 0 = actions; x̂₁ = x_t - t·v), schedules,
+guidance weight, the capping of the delay by the horizon and of the horizon by the length
+of the previous chunk, and its zero-padding follow lerobot 0.6.1 (`policies/rtc`), so the
+same weights, noise and previous chunk give the same chunk. Two guidance variants:
+
+- ``vjp``: the paper's. The correction is the weighted error pulled back through the
+  denoiser, err·∂x̂₁/∂x_t = err - t·Jᵥᵀerr: one vector-Jacobian product through the action
+  expert per step (the prefix K/V pages are only read).
+- ``error``: lerobot 0.6.1 as it runs. Its velocity is computed before the input starts
+  tracking gradients, so ∂x̂₁/∂x_t is the identity and the correction is the weighted error
+  itself; no backward pass.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+SCHEDULES = ("zeros", "ones", "linear", "exp")
+GUIDANCE = ("vjp", "error")
+SWITCHES = ("rtc", "crossfade", "none")
+
+
+@dataclass(frozen=True)
+class RTCSettings:
+    execution_horizon: int = 10           # steps of the new chunk guided toward the old plan
+    prefix_attention_schedule: str = "linear"
+    max_guidance_weight: float = 10.0     # 0 turns guidance off (the plain sampler)
+    guidance: str = "vjp"
+
+    def __post_init__(self):
+        schedule = self.prefix_attention_schedule.lower()
+        object.__setattr__(self, "prefix_attention_schedule", schedule)
+        if schedule not in SCHEDULES:
+            raise ValueError(f"prefix_attention_schedule {self.prefix_attention_schedule!r}: "
+                             f"one of {', '.join(SCHEDULES)}")
+        if self.guidance not in GUIDANCE:
+            raise ValueError(f"rtc_guidance {self.guidance!r}: one of {', '.join(GUIDANCE)}")
+        if self.max_guidance_weight < 0:
+            raise ValueError("max_guidance_weight must not be negative")
+        if self.execution_horizon < 0:
+            raise ValueError("execution_horizon must not be negative")
+
+
+def prefix_weights(start: int, end: int, total: int, schedule: str) -> torch.Tensor:
+    """[total] weights toward the old plan: 1 before `start` (the delay, capped at `end`),
+    the schedule's decay from `start` to `end`, 0 after (lerobot's get_prefix_weights)."""
+    start = min(start, end)
+    if schedule == "zeros":
+        weights = torch.zeros(total)
+        weights[:start] = 1.0
+        return weights
+    if schedule == "ones":
+        weights = torch.ones(total)
+        weights[end:] = 0.0
+        return weights
+    steps = total - max(total - end, 0) - start
+    ramp = torch.linspace(1, 0, steps + 2)[1:-1] if end > start and steps > 0 \
+        else torch.tensor([])
+    if schedule == "exp":
+        ramp = ramp * torch.expm1(ramp).div(math.e - 1)
+    if total - end > 0:
+        ramp = torch.cat([ramp, torch.zeros(total - end)])
+    if min(start, total) > 0:
+        ramp = torch.cat([torch.ones(min(start, total)), ramp])
+    return ramp
+
+
+def guidance_weight(time: float, max_guidance_weight: float) -> torch.Tensor:
+    """The paper's ((1-τ)/τ)·((1-τ)² + τ²)/(1-τ)² with τ = 1 - time, clipped (a 0-d tensor)."""
+    limit = torch.as_tensor(max_guidance_weight)
+    tau = torch.as_tensor(1 - time)
+    squared = (1 - tau) ** 2
+    inv_r2 = (squared + tau ** 2) / squared
+    c = torch.nan_to_num((1 - tau) / tau, posinf=limit)
+    return torch.minimum(torch.nan_to_num(c * inv_r2, posinf=limit), limit)
+
+
+def target(previous: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """The previous chunk's leftover [T', A'] padded with zeros to the chunk's [B, H, A]."""
+    if previous.dim() < 3:
+        previous = previous[None]
+    batch, horizon, dims = like.shape
+    if previous.shape[1] < horizon or previous.shape[2] < dims:
+        padded = torch.zeros(batch, horizon, dims, device=like.device)
+        padded[:, :previous.shape[1], :previous.shape[2]] = previous
+        previous = padded
+    return previous.to(like.device, torch.float32)
+
+
+def guided_velocity(x_t: torch.Tensor, previous: torch.Tensor, inference_delay: int,
+                    time: float, velocity: Callable[[torch.Tensor], torch.Tensor],
+                    settings: RTCSettings) -> torch.Tensor:
+    """One step's velocity [B, H, A] at `time`, corrected toward the leftover `previous`
+    of the plan in force (indexed from the new chunk's step 0)."""
+    horizon = min(settings.execution_horizon, previous.shape[-2])
+    goal = target(previous, x_t)
+    weights = prefix_weights(inference_delay, horizon, x_t.shape[1],
+                             settings.prefix_attention_schedule).to(x_t.device)[None, :, None]
+    if settings.guidance == "vjp":
+        with torch.enable_grad():
+            x = x_t.detach().requires_grad_(True)
+            v = velocity(x).float()
+            clean = x - time * v
+            error = (goal - clean) * weights
+            correction = torch.autograd.grad(clean, x, error.detach())[0]
+        v = v.detach()
+    else:
+        v = velocity(x_t).float()
+        correction = (goal - (x_t - time * v)) * weights
+    return v - guidance_weight(time, settings.max_guidance_weight).to(v.device) * correction
+
+
+def integrate(velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+              noise: torch.Tensor, steps: int, previous: Optional[torch.Tensor],
+              inference_delay: int, settings: RTCSettings) -> torch.Tensor:
+    """Euler from noise at t = 1 to actions at t = 0 (the plain sampler's loop), each step
+    guided toward `previous` (None: not guided)."""
+    dt = -1.0 / steps
+    x = noise.float()
+    for step in range(steps):
+        time = 1.0 + step * dt
+        t = torch.full((x.shape[0],), time, device=x.device)
+        if previous is None:
+            v = velocity(x, t).float()
+        else:
+            v = guided_velocity(x, previous, inference_delay, time,
+                                lambda x_in, t=t: velocity(x_in, t), settings)
+        x = x + dt * v
+    return x

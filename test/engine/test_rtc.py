@@ -1,0 +1,206 @@
+"""Real-Time Chunking: the published schedules and guidance weight, the plain sampler when
+guidance is off, the vector-Jacobian product against finite differences, the frozen steps
+of a guided chunk, the plan's re-indexing, and language unchanged by it."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from engine_helpers import Events, config, stream
+
+from oxygen_ros.cache.kv_cache import KVCache
+from oxygen_ros.engine import rtc
+from oxygen_ros.engine.action_stream import ActionStream
+from oxygen_ros.engine.action_task import ActionTask
+from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.engine.oxygen import OxygenEngine
+from oxygen_ros.model.config import preset
+from oxygen_ros.model.pi05 import Pi05Model
+
+
+# -- the published numbers -------------------------------------------------------------------
+def test_linear_schedule_freezes_the_delay_then_decays_to_the_horizon():
+    weights = rtc.prefix_weights(5, 14, 25, "linear")
+    assert weights.shape == (25,)
+    assert torch.all(weights[:5] == 1)
+    np.testing.assert_allclose(weights[5:14], [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1],
+                               atol=1e-6)
+    assert torch.all(weights[14:] == 0)
+
+
+def test_exp_schedule_is_the_linear_one_times_its_expm1_over_e_minus_1():
+    weights = rtc.prefix_weights(5, 14, 25, "exp")
+    assert torch.all(weights[:5] == 1) and torch.all(weights[14:] == 0)
+    for index, w in ((5, 0.9), (9, 0.5), (13, 0.1)):
+        assert weights[index].item() == pytest.approx(w * math.expm1(w) / (math.e - 1), abs=1e-6)
+    assert weights[5].item() == pytest.approx(0.76451, abs=1e-4)
+
+
+def test_zeros_and_ones_schedules_and_the_delay_capped_by_the_horizon():
+    zeros = rtc.prefix_weights(5, 14, 20, "zeros")
+    assert zeros.tolist() == [1.0] * 5 + [0.0] * 15
+    ones = rtc.prefix_weights(5, 14, 20, "ones")
+    assert ones.tolist() == [1.0] * 14 + [0.0] * 6
+    capped = rtc.prefix_weights(20, 10, 25, "linear")      # d > horizon: d = horizon
+    assert capped.tolist() == [1.0] * 10 + [0.0] * 15
+    assert rtc.prefix_weights(3, 40, 10, "linear").shape == (10,)   # horizon past the chunk
+
+
+@pytest.mark.parametrize("time, weight", [(1.0, 10.0), (0.9, 9.0 * 0.82 / 0.81),
+                                          (0.5, 2.0), (0.2, 0.25 * 0.68 / 0.04),
+                                          (0.1, (0.1 / 0.9) * 0.82 / 0.01)])
+def test_guidance_weight_is_the_papers_clipped_at_the_maximum(time, weight):
+    assert rtc.guidance_weight(time, 10.0).item() == pytest.approx(min(weight, 10.0), rel=1e-5)
+
+
+def test_settings_reject_unknown_names():
+    with pytest.raises(ValueError, match="prefix_attention_schedule"):
+        rtc.RTCSettings(prefix_attention_schedule="cosine")
+    with pytest.raises(ValueError, match="rtc_guidance"):
+        rtc.RTCSettings(guidance="jacobian")
+    with pytest.raises(ValueError, match="chunk_switch"):
+        EngineConfig(chunk_switch="fade")
+    assert rtc.RTCSettings(prefix_attention_schedule="LINEAR").prefix_attention_schedule == "linear"
+
+
+# -- the sampler -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def long_model():
+    """The tiny architecture with 32-step chunks (delays of 1, 5 and 20 steps fit) and
+    π0.5's 10 denoising steps."""
+    return Pi05Model(preset("tiny").with_(action_horizon=32, num_denoise_steps=10),
+                     seed=0).eval()
+
+
+def _prefilled(model, make_prefix, seed=0):
+    cache = KVCache.for_model(model.config, 64, 16, 1, model.dtype, model.device)
+    return cache, model.prefill(make_prefix(model.config, seed=seed), cache)
+
+
+def _task(model, **overrides):
+    return ActionTask(model, EngineConfig(**({"chunk_switch": "rtc", "action_dt_s": 0.02}
+                                             | overrides)))
+
+
+@pytest.mark.parametrize("guidance", ["vjp", "error"])
+@pytest.mark.parametrize("off", [dict(rtc_max_guidance_weight=0.0),
+                                 dict(rtc_prefix_attention_schedule="zeros")])
+def test_without_guidance_the_chunk_is_exactly_the_plain_samplers(long_model, make_prefix,
+                                                                  guidance, off):
+    cache, table = _prefilled(long_model, make_prefix)
+    task = _task(long_model, rtc_guidance=guidance, **off)
+    task.plan = (torch.randn(32, long_model.config.action_dim), 0.0)
+    guided = task.run([table], cache, frame_id=3, stamp=0.0, delay_s=0.0)
+    assert task.guided
+    plain = long_model.sample_actions([table], task.noise(3), cache)[0].numpy()
+    np.testing.assert_array_equal(guided, plain)
+
+
+def test_vjp_and_error_differ_when_guided(long_model, make_prefix):
+    cache, table = _prefilled(long_model, make_prefix)
+    plan = (torch.randn(32, long_model.config.action_dim), 0.0)
+    chunks = []
+    for guidance in ("vjp", "error"):
+        task = _task(long_model, rtc_guidance=guidance)
+        task.plan = plan
+        chunks.append(task.run([table], cache, frame_id=3, stamp=0.04, delay_s=0.1))
+    assert np.abs(chunks[0] - chunks[1]).max() > 1e-4
+
+
+def test_vjp_correction_is_the_error_pulled_back_through_the_denoiser(make_prefix):
+    """v_vjp - v_error = g·t·Jᵀe, so <v_vjp - v_error, u> = g·t·<e, J u> for any u, with
+    J u from central differences of the velocity."""
+    model = Pi05Model(preset("tiny"), seed=1).double().eval()
+    cache, table = _prefilled(model, make_prefix)
+    inputs = model.action_inputs([table], cache)
+    generator = torch.Generator().manual_seed(0)
+    shape = (1, model.config.action_horizon, model.config.action_dim)
+    x = torch.randn(shape, generator=generator, dtype=torch.float64)
+    previous = torch.randn(shape[1:], generator=generator, dtype=torch.float64)
+    u = torch.randn(shape, generator=generator, dtype=torch.float64)
+    time, delay = 0.7, 1
+    t = torch.full((1,), time, dtype=torch.float64)
+
+    def velocity(x_in):
+        return model.velocity(inputs, x_in, t, cache).double()
+
+    out = {}
+    for guidance in ("vjp", "error"):
+        settings = rtc.RTCSettings(execution_horizon=3, guidance=guidance)
+        with torch.no_grad():
+            out[guidance] = rtc.guided_velocity(x, previous, delay, time, velocity, settings)
+    with torch.no_grad():
+        v = velocity(x)
+        weights = rtc.prefix_weights(delay, 3, shape[1], "linear")[None, :, None].double()
+        error = (previous[None] - (x - time * v)) * weights
+        eps = 1e-2  # float32 inside the model: smaller steps round
+        jvp = (velocity(x + eps * u) - velocity(x - eps * u)) / (2 * eps)
+    g = rtc.guidance_weight(time, 10.0).double()
+    lhs = ((out["vjp"] - out["error"]) * u).sum()
+    rhs = g * time * (error * jvp).sum()
+    assert abs(rhs.item()) > 1e-3                      # the Jacobian term is not negligible
+    assert lhs.item() == pytest.approx(rhs.item(), rel=1e-4)
+
+
+@pytest.mark.parametrize("delay", [1, 5, 20])
+def test_frozen_steps_follow_the_plan_in_force_ten_times_closer(long_model, make_prefix, delay):
+    """Default settings: the steps that run while the chunk is computed are the plan's."""
+    cache, table = _prefilled(long_model, make_prefix, seed=1)
+    task = _task(long_model)                    # vjp, linear, whole chunk, weight 10
+    dt = task.dt
+    first = task.run([table], cache, frame_id=0, stamp=0.0)
+    offset = 4
+    guided = task.run([table], cache, frame_id=1, stamp=offset * dt, delay_s=delay * dt)
+    assert task.guided and task.inference_delay == delay
+    plain = long_model.sample_actions([table], task.noise(1), cache)[0].numpy()
+    in_force = first[offset:offset + delay]
+    rtc_gap = np.abs(guided[:delay] - in_force).mean()
+    plain_gap = np.abs(plain[:delay] - in_force).mean()
+    assert rtc_gap * 10 <= plain_gap, (rtc_gap, plain_gap)
+
+
+def test_the_plan_is_reindexed_to_the_new_chunk_as_the_action_stream_plays_it(long_model):
+    task = _task(long_model)
+    actions = torch.randn(32, long_model.config.action_dim)
+    task.plan = (actions, 1.0)
+    stream = ActionStream(0.0)
+    stream.push(actions.numpy(), 1.0, task.dt, 1.0)
+    stamp = 1.0 + 2.5 * task.dt                 # between two steps of the plan
+    leftover = task.leftover(stamp)
+    assert leftover.shape[0] == 29              # positions 2.5 .. 30.5 of steps 0 .. 31
+    for i in (0, 7, 28):
+        expected, _ = stream.action_at(stamp + i * task.dt)
+        np.testing.assert_allclose(leftover[i].numpy(), expected, atol=1e-5)
+    assert task.leftover(1.0 + 32 * task.dt) is None          # the plan has run out
+    assert task.leftover(0.5) is None                         # older than the plan
+
+
+def test_cross_frame_batching_with_rtc_gives_the_same_language_as_crossfade(tiny_model):
+    frames = stream(10, camera_every=2)
+    arrivals = {0: ["what is on the table?"], 1: ["hello", "where is the cup?"], 4: ["done?"]}
+    results = {}
+    for switch in ("rtc", "crossfade"):
+        engine = OxygenEngine(tiny_model, config(chunk_switch=switch))
+        events = Events(engine)
+        reports = []
+        for index, observation in enumerate(frames):
+            for text in arrivals.get(index, []):
+                engine.submit_dialogue(text)
+            reports.append(engine.step(observation))
+        while engine.pending_requests:
+            reports.append(engine.step(frames[-1]))
+        results[switch] = (events, [r.tokens for r in reports], engine)
+    rtc_events, rtc_tokens, rtc_engine = results["rtc"]
+    fade_events, fade_tokens, _ = results["crossfade"]
+    assert rtc_events.text_by_request() == fade_events.text_by_request()
+    assert rtc_events.summaries
+    assert len(rtc_events.text_by_request()) == 4 + len(rtc_events.summaries)
+    assert rtc_tokens == fade_tokens                      # the same tokens in the same frames
+    assert [s.text for s in rtc_events.summaries] == [s.text for s in fade_events.summaries]
+    assert not rtc_events.chunks[0].rtc                   # nothing in force yet
+    assert all(c.rtc for c in rtc_events.chunks[1:]) and not any(c.rtc for c in fade_events.chunks)
+    assert rtc_engine.counters["rtc_chunks"] == len(rtc_events.chunks) - 1
+    different = [np.abs(a.actions - b.actions).max() > 1e-4
+                 for a, b in zip(rtc_events.chunks[1:], fade_events.chunks[1:])]
+    assert all(different)
