@@ -18,7 +18,7 @@ export PYTHONUNBUFFERED := 1
 PY_SOURCES := $(shell find oxygen_ros -name '*.py' -not -path '*/__pycache__/*')
 BUILD_INPUTS := CMakeLists.txt package.xml cmake/entry_point.py.in $(wildcard msg/*.msg) \
                 $(wildcard action/*.action) \
-                $(wildcard launch/*) $(wildcard config/*) $(PY_SOURCES)
+                $(wildcard launch/*) $(wildcard config/*) $(wildcard models/*/*) $(PY_SOURCES)
 
 .PHONY: setup run test clean
 

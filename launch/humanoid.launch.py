@@ -20,7 +20,7 @@ from oxygen_ros.ros import launch_plan
 ARGUMENTS = {
     "config_file": ("", "parameters YAML for camera_ingest and inference "
                         "(default: the preset's shipped YAML, humanoid.yaml for small)"),
-    "preset": ("", "model preset: small, tiny or pi05 (default: the YAML's)"),
+    "preset": ("", "model preset: small, tiny, pi05 or demo (default: the YAML's)"),
     "checkpoint": ("", "π0.5 checkpoint directory (default: the YAML's)"),
     "tokenizer": ("", "PaliGemma SentencePiece .model file (default: the YAML's)"),
     "dry_run": ("", "true: publish no commands or trajectories (default: the YAML's)"),

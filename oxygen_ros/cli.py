@@ -139,6 +139,7 @@ def _usage_error(command: str, message: str) -> int:
 
 INFERENCE_STATUS = "oxygen_ros: inference"
 DEFAULT_DEMO_BAG = "build/demo_bag"
+DEMO_CHECKPOINT = "package://oxygen_ros/models/demo"
 
 
 class _DemoProgress:
@@ -204,7 +205,7 @@ SUMMARY_FROM_DIAGNOSTICS = (
     "frame_period_s_measured", "predicted_frame_period_s", "predicted_held_fraction",
     "language_share", "chunk_age_ms", "language_floor", "language_tokens",
     "dialogue_requests", "timed_out_requests", "rejected_requests", "torch_threads",
-    "kv_bytes_peak", "meets_targets")
+    "kv_bytes_peak", "meets_targets", "chunk_switch", "rtc_chunks", "rtc_late_switches")
 
 
 def demo_summary(monitor) -> dict:
@@ -220,7 +221,10 @@ def demo_summary(monitor) -> dict:
             return None
         if text in ("True", "False"):
             return text == "True"
-        return float(text) if "." in text else int(text)
+        try:
+            return float(text) if "." in text else int(text)
+        except ValueError:
+            return text                 # a name, e.g. chunk_switch
 
     return {
         "commands_hz": (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0,
@@ -454,7 +458,10 @@ def cmd_bench_switch(args: argparse.Namespace) -> int:
     from oxygen_ros.model.loading import load_model
 
     apply_torch_threads(args.threads)
-    loaded = load_model(preset=args.preset, checkpoint=args.checkpoint or "",
+    checkpoint = args.checkpoint
+    if checkpoint is None and args.preset is None:
+        checkpoint = DEMO_CHECKPOINT
+    loaded = load_model(preset=args.preset or "small", checkpoint=checkpoint or "",
                         tokenizer=args.tokenizer or "", seed=args.seed)
     workload = switch_benchmark.SwitchWorkload(
         delays=tuple(args.delays), chunks=args.chunks, blend_s=args.blend_s,
@@ -487,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
                              help="override a parameter, e.g. inference:tokens_per_frame:=8")
 
     demo = sub.add_parser("demo", help=cmd_demo.__doc__)
-    node_options(demo)
+    node_options(demo, config=str(share_path("config", "humanoid_demo.yaml")))
     demo.add_argument("--bag", help=f"an existing bag to replay as it is (default: write "
                                     f"{DEFAULT_DEMO_BAG} from --seed's world — also a --bag "
                                     "path that does not exist yet — and score the outputs "
@@ -584,8 +591,9 @@ def build_parser() -> argparse.ArgumentParser:
     switch = sub.add_parser("bench-switch", help=cmd_bench_switch.__doc__)
     switch_defaults = __import__("oxygen_ros.engine.switch_benchmark",
                                  fromlist=["SwitchWorkload"]).SwitchWorkload()
-    switch.add_argument("--preset", default="small", help="model preset (without --checkpoint)")
-    switch.add_argument("--checkpoint", help="a π0.5 checkpoint directory instead of a preset")
+    switch.add_argument("--checkpoint", help=f"a π0.5 checkpoint directory (default: the main "
+                                             f"job's trained model, {DEMO_CHECKPOINT})")
+    switch.add_argument("--preset", help="a model preset with random weights instead")
     switch.add_argument("--tokenizer", help="PaliGemma tokenizer (with a checkpoint that needs it)")
     switch.add_argument("--delays", type=float, nargs="+", default=list(switch_defaults.delays),
                         help="inference delays as fractions of the horizon")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 CLI = Path(sys.prefix) / "bin" / "oxygen-ros"
-VERBS = ["demo", "run", "replay", "make-demo-bag", "inspect", "bench", "bench-model"]
+VERBS = ["demo", "run", "replay", "make-demo-bag", "inspect", "bench", "bench-model",
+         "bench-switch", "bench-ingest", "train-demo"]
 
 
 def clean_shell(*args):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE_FILES = ["CMakeLists.txt", "package.xml", "setup.py", "msg", "action", "launch",
-                 "config", "oxygen_ros", "cmake", "resource"]
+                 "config", "models", "oxygen_ros", "cmake", "resource"]
 
 
 def test_colcon_build_installs_messages_python_package_executables_launch_and_config(tmp_path):
@@ -29,7 +29,10 @@ def test_colcon_build_installs_messages_python_package_executables_launch_and_co
     share = install / "share" / "oxygen_ros"
     assert (share / "launch" / "humanoid.launch.py").is_file()
     assert all((share / "config" / name).is_file()
-               for name in ("humanoid.yaml", "humanoid_tiny.yaml", "humanoid_pi05.yaml"))
+               for name in ("humanoid.yaml", "humanoid_tiny.yaml", "humanoid_pi05.yaml",
+                            "humanoid_demo.yaml"))
+    assert (share / "models" / "demo" / "model.safetensors").stat().st_size == (
+        REPO / "models" / "demo" / "model.safetensors").stat().st_size
     assert (install / "share" / "ament_index" / "resource_index" / "packages" / "oxygen_ros").exists()
     for executable in ("camera_ingest", "inference", "oxygen-ros"):
         path = install / "lib" / "oxygen_ros" / executable

@@ -195,7 +195,9 @@ def save(out: Path, model: Pi05Model, normalization: Normalization, config: Trai
     save_file(stats, str(out / "policy_preprocessor_step_0_normalizer_processor.safetensors"))
     digest = hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
     manifest = {"command": f"oxygen-ros train-demo --steps {config.steps} --batch "
-                           f"{config.batch} --seed {config.seed}",
+                           f"{config.batch} --lr {config.lr:g} --seed {config.seed} "
+                           f"--time-budget {config.time_budget_s:g} "
+                           f"--threads {torch.get_num_threads()}",
                 "seed": config.seed, "steps": steps, "batch": config.batch,
                 "samples": steps * config.batch, "seconds": round(seconds),
                 "torch_threads": torch.get_num_threads(), "metrics": metrics,

@@ -4,10 +4,9 @@ A chunk's step i is meant for time stamp + i * dt, where stamp is the time of th
 observation it was computed from; the steps that elapsed while the model ran are skipped
 by construction. Between steps the command is interpolated linearly, so the control rate
 need not match the chunk's dt. When a new chunk arrives the stream cross-fades from the
-old plan to the new one over `blend_s` seconds (weight rising linearly from 0 to 1), which
-removes the jump at the switch. Real-Time Chunking (Black et al., 2025: freeze the first
-actions of the new chunk and inpaint the rest during denoising) is the state of the art;
-the cross-fade needs no change to the sampler and bounds the switch to a smooth ramp.
+old plan to the new one over `blend_s` seconds (weight rising linearly from 0 to 1); with
+blend_s 0 it switches at once — what chunk_switch rtc uses, since a Real-Time Chunking chunk
+already continues the plan it replaces (engine/rtc.py), and chunk_switch none.
 
 Thread safety: push() builds a new immutable Plan and swaps one reference; action_at()
 reads that reference once. No lock is shared between the inference thread and the

@@ -26,7 +26,7 @@ class EngineConfig:
     # new chunk is denoised to continue the plan, no fade), crossfade (over blend_s), none
     chunk_switch: str = "crossfade"
     blend_s: float = 0.1                   # crossfade: a new chunk takes over over this long
-    rtc_guidance: str = "vjp"              # vjp (the paper's) or error (lerobot 0.6.1's)
+    rtc_guidance: str = "error"            # error (lerobot 0.6.1's) or vjp (the paper's)
     rtc_execution_horizon: int = 0         # steps guided toward the plan; 0: the whole chunk
     rtc_prefix_attention_schedule: str = "linear"   # zeros, ones, linear, exp
     rtc_max_guidance_weight: float = 10.0  # clip of the guidance weight (0: no guidance)

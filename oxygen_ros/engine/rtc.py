@@ -37,7 +37,7 @@ class RTCSettings:
     execution_horizon: int = 10           # steps of the new chunk guided toward the old plan
     prefix_attention_schedule: str = "linear"
     max_guidance_weight: float = 10.0     # 0 turns guidance off (the plain sampler)
-    guidance: str = "vjp"
+    guidance: str = "error"
 
     def __post_init__(self):
         schedule = self.prefix_attention_schedule.lower()

@@ -7,8 +7,11 @@ from the tabletop world seen at s_i = i·P steps (P = min(H/2, H - d)) and takes
 s_i + d, exactly as the ActionStream of the inference node would switch, commanding one
 step per action_dt. Per mode:
   switch_jump_ratio  largest command change (L2 over joints) at a switch — from the
-                     takeover to the end of the fade — over the median change between
-                     the other steps;
+                     takeover to the end of the fade — over the median step-to-step change
+                     inside the plain sampler's chunks (the policy's own motion: one
+                     yardstick for every mode; switch_jump_ratio_own divides by the median
+                     change between the mode's other executed steps instead — smaller for
+                     the mode that moves more between switches);
   frozen_mae         mean |new chunk - plan in force| over the d steps that ran while the
                      chunk was computed (what RTC freezes), in command units;
 and rtc_cost_ratio: the guided sampler's time over the plain one's, measured alternately in
@@ -42,7 +45,7 @@ class SwitchWorkload:
     chunks: int = 8
     blend_s: float = 0.1
     dt: float = 0.02
-    default_guidance: str = "vjp"
+    default_guidance: str = "error"
     execution_horizon: int = 0            # 0: the whole chunk
     schedule: str = "linear"
     max_guidance_weight: float = 10.0
@@ -107,14 +110,19 @@ def _run_delay(loaded: LoadedModel, workload: SwitchWorkload, fraction: float,
             timings[sampler].append(time.perf_counter() - started)
             chunks[sampler].append(loaded.normalization.unnormalize_actions(actions))
         observations.cache.free(table)
-    result = {sampler: _execute(chunks[sampler], period, delay, dt, 0.0)
+    # the yardstick: how the policy itself moves from step to step inside its chunks
+    reference = float(np.median(np.concatenate([
+        np.linalg.norm(np.diff(chunk, axis=0), axis=1) for chunk in chunks["plain"]])))
+    result = {sampler: _execute(chunks[sampler], period, delay, dt, 0.0, reference)
               for sampler in samplers[1:]}
-    result["crossfade"] = _execute(chunks["plain"], period, delay, dt, workload.blend_s)
-    result["none"] = _execute(chunks["plain"], period, delay, dt, 0.0)
+    result["crossfade"] = _execute(chunks["plain"], period, delay, dt, workload.blend_s,
+                                   reference)
+    result["none"] = _execute(chunks["plain"], period, delay, dt, 0.0, reference)
     return result
 
 
-def _execute(chunks: list, period: int, delay: int, dt: float, blend_s: float) -> dict:
+def _execute(chunks: list, period: int, delay: int, dt: float, blend_s: float,
+             reference: float) -> dict:
     """Command every step through an ActionStream; the switch metrics."""
     stream = ActionStream(blend_s)
     end = (len(chunks) - 1) * period + delay + period
@@ -140,8 +148,10 @@ def _execute(chunks: list, period: int, delay: int, dt: float, blend_s: float) -
         for j in range(min(delay, len(old) - period)):   # new step j = old step period + j
             frozen.append(np.abs(new[j] - old[period + j]).mean())
     median_inside = statistics.median(inside)
-    return {"switch_jump_ratio": max(at_switch) / median_inside if median_inside else 0.0,
+    return {"switch_jump_ratio": max(at_switch) / reference,
+            "switch_jump_ratio_own": max(at_switch) / median_inside,
             "switch_jump_max": max(at_switch), "inside_step_median": median_inside,
+            "reference_step_median": reference,
             "frozen_mae": float(np.mean(frozen)), "switches": len(chunks) - 1,
             "delay_steps": delay, "period_steps": period,
             "trajectory": [steps[k].tolist() for k in sorted(steps)]}

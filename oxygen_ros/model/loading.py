@@ -2,6 +2,7 @@
 seeded weights — with its tokenizer and normalization, on the requested device and dtype."""
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -11,6 +12,7 @@ from oxygen_ros.model import normalization as norms
 from oxygen_ros.model.config import preset as preset_config
 from oxygen_ros.model.pi05 import Pi05Model
 from oxygen_ros.model.tokenizer import ByteTokenizer, PaliGemmaTokenizer
+from oxygen_ros.resources import share_path
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -21,6 +23,19 @@ class LoadedModel:
     tokenizer: object
     description: str
     normalization: norms.Normalization = field(default_factory=norms.Normalization)
+
+
+PACKAGE_URL = "package://oxygen_ros/"
+
+
+def resolve(checkpoint: str) -> Path:
+    """A checkpoint path; package://oxygen_ros/<path> is <path> among the package's shared
+    files (the checkout, or share/oxygen_ros of an install)."""
+    if checkpoint.startswith("package://"):
+        if not checkpoint.startswith(PACKAGE_URL):
+            raise ValueError(f"{checkpoint}: only package://oxygen_ros/... is known")
+        return share_path(*Path(checkpoint[len(PACKAGE_URL):]).parts)
+    return Path(checkpoint)
 
 
 def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
@@ -37,6 +52,7 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
         raise ValueError(f"normalization must be '' (the checkpoint's) or 'identity', not "
                          f"{normalization!r}")
     if checkpoint:
+        checkpoint = str(resolve(checkpoint))
         model, info = checkpoints.load(checkpoint, device, DTYPES[dtype], prefix_attention,
                                        heads=heads, vision_heads=vision_heads)
         if model.config.tokenizer == "bytes" and not tokenizer:

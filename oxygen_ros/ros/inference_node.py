@@ -70,7 +70,7 @@ PARAMETERS = {
                     "robot joints = the first action dimensions, and the state order"),
     "joint_lower_limits": ([-1.0] * 14, "per-joint clamp, same order as joint_names"),
     "joint_upper_limits": ([1.0] * 14, "per-joint clamp, same order as joint_names"),
-    "preset": ("small", "model preset when no checkpoint is given: pi05, small, tiny"),
+    "preset": ("small", "model preset when no checkpoint is given: pi05, small, tiny, demo"),
     "checkpoint": ("", "π0.5 checkpoint directory (openpi PyTorch or lerobot pi05 layout)"),
     "tokenizer": ("", "PaliGemma SentencePiece .model file (needed with a checkpoint)"),
     "asset_id": ("", "openpi normalization stats to use (assets/<asset_id>/)"),
@@ -112,8 +112,8 @@ PARAMETERS = {
                                   "denoised to continue the plan in force, no fade), "
                                   "crossfade (over blend_s) or none"),
     "blend_s": (0.1, "chunk_switch crossfade: fade from the old to the new chunk this long"),
-    "rtc_guidance": ("vjp", "rtc: vjp (the paper's, a backward pass through the action "
-                            "expert) or error (lerobot 0.6.1's, no backward pass)"),
+    "rtc_guidance": ("error", "rtc: error (lerobot 0.6.1's, no backward pass) or vjp (the "
+                              "paper's, a backward pass through the action expert)"),
     "rtc_execution_horizon": (0, "rtc: chunk steps guided toward the plan in force "
                                  "(0: the whole chunk)"),
     "rtc_prefix_attention_schedule": ("linear", "rtc: weights after the frozen steps: "

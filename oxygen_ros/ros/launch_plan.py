@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Mapping
 
 PRESET_CONFIGS = {"small": "humanoid.yaml", "tiny": "humanoid_tiny.yaml",
-                  "pi05": "humanoid_pi05.yaml"}
+                  "pi05": "humanoid_pi05.yaml", "demo": "humanoid_demo.yaml"}
 DEFAULT_CONFIG = "humanoid.yaml"
 OVERRIDABLE = ("preset", "checkpoint", "tokenizer", "dry_run", "autostart")
 BOOLEANS = ("dry_run", "autostart")

@@ -143,11 +143,13 @@ def test_vjp_correction_is_the_error_pulled_back_through_the_denoiser(make_prefi
     assert lhs.item() == pytest.approx(rhs.item(), rel=1e-4)
 
 
+@pytest.mark.parametrize("guidance", ["error", "vjp"])    # error is the default
 @pytest.mark.parametrize("delay", [1, 5, 20])
-def test_frozen_steps_follow_the_plan_in_force_ten_times_closer(long_model, make_prefix, delay):
+def test_frozen_steps_follow_the_plan_in_force_ten_times_closer(long_model, make_prefix, delay,
+                                                                guidance):
     """Default settings: the steps that run while the chunk is computed are the plan's."""
     cache, table = _prefilled(long_model, make_prefix, seed=1)
-    task = _task(long_model)                    # vjp, linear, whole chunk, weight 10
+    task = _task(long_model, rtc_guidance=guidance)   # linear, whole chunk, weight 10
     dt = task.dt
     first = task.run([table], cache, frame_id=0, stamp=0.0)
     offset = 4

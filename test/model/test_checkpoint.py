@@ -451,3 +451,24 @@ def test_a_vision_width_with_no_head_count_is_refused_at_load(tmp_path):
     assert checkpoint.inspect(directory, vision_heads=2).config.vision.num_heads == 2
     with pytest.raises(checkpoint.CheckpointError, match="no SigLIP head count"):
         checkpoint.inspect(directory, vision_heads=3)
+
+
+def test_the_shipped_demo_model_loads_by_package_url_and_matches_its_manifest():
+    import hashlib
+    import json
+
+    from oxygen_ros.model.loading import load_model, resolve
+    from oxygen_ros.model.tokenizer import ByteTokenizer
+
+    directory = resolve("package://oxygen_ros/models/demo")
+    manifest = json.loads((directory / "manifest.json").read_text())
+    digest = hashlib.sha256((directory / "model.safetensors").read_bytes()).hexdigest()
+    assert digest == manifest["model_safetensors_sha256"]
+    assert (directory / "model.safetensors").stat().st_size <= 20 * 1024 * 1024
+    loaded = load_model(checkpoint="package://oxygen_ros/models/demo")
+    assert isinstance(loaded.tokenizer, ByteTokenizer)
+    assert loaded.model.config.action_dim == 14 and loaded.model.config.vision.image_size == 84
+    assert sum(p.numel() for p in loaded.model.parameters()) == manifest["parameters"]
+    assert loaded.normalization.actions is not None
+    with pytest.raises(ValueError, match="package://oxygen_ros"):
+        resolve("package://other_pkg/models/demo")

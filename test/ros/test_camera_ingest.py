@@ -68,9 +68,14 @@ def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, 
     assert summary["held_command_fraction"] <= summary["predicted_held_fraction"] + 0.1, summary
     assert summary["frames"] >= summary["action_chunks"] and summary["language_tokens"] > 0
     assert summary["torch_threads"] >= 1
-    # judged against the world's ground truth (random weights: the answers are noise)
+    # judged against the world's ground truth, with the shipped demo model (the random
+    # small preset scores action_error ~0.35 and answers in random bytes)
     assert [row["truth"] is not None for row in summary["answers"]] == [True, True, True]
-    assert 0.0 <= summary["answer_accuracy"] <= 1.0 and 0.0 < summary["action_error"] < 1.0
+    assert all(row["answer"].isascii() and row["answer"].strip() for row in summary["answers"])
+    assert 0.0 <= summary["answer_accuracy"] <= 1.0 and 0.0 < summary["action_error"] < 0.3
+    # Real-Time Chunking switched every chunk after the first
+    assert summary["chunk_switch"] == "rtc"
+    assert summary["rtc_chunks"] >= summary["action_chunks"] // 2   # (1 Hz diagnostics lag)
 
 
 def test_a_camera_topic_without_frames_is_reported_in_diagnostics(processes, tmp_path,

@@ -45,6 +45,7 @@ def test_no_arguments_start_the_small_preset_from_humanoid_yaml():
     assert launch_plan.inference_overrides({}) == {}
     assert launch_plan.on_node_exit({}) == "shutdown"
     assert launch_plan.on_node_exit({"respawn": "true"}) == "respawn"
+    assert launch_plan.config_file({"preset": "demo"}, CONFIG) == CONFIG / "humanoid_demo.yaml"
 
 
 def test_bad_values_are_refused_with_the_argument_named():
