@@ -24,7 +24,7 @@ class EngineConfig:
     action_dt_s: float = 0.02              # seconds between the steps of a chunk
     # -- how a new chunk takes over from the plan in force: rtc (Real-Time Chunking: the
     # new chunk is denoised to continue the plan, no fade), crossfade (over blend_s), none
-    chunk_switch: str = "crossfade"
+    chunk_switch: str = "rtc"
     blend_s: float = 0.1                   # crossfade: a new chunk takes over over this long
     rtc_guidance: str = "error"            # error (lerobot 0.6.1's) or vjp (the paper's)
     rtc_execution_horizon: int = 0         # steps guided toward the plan; 0: the whole chunk

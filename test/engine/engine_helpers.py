@@ -67,7 +67,14 @@ class TimedModel:
         return table
 
     def sample_actions(self, *args, **kwargs):
+        """The plain sampler's chunk."""
         result = self._model.sample_actions(*args, **kwargs)
+        self._charge("actions")
+        return result
+
+    def action_inputs(self, *args, **kwargs):
+        """Called from outside only by the RTC sampler, once per chunk."""
+        result = self._model.action_inputs(*args, **kwargs)
         self._charge("actions")
         return result
 
@@ -134,7 +141,8 @@ def simulate(engine, clock, duration, camera_hz=30.0, delivery_s=0.0, arrivals=N
         clock.advance(loop.run_once(observation))
     engine.step = step
 
-    stream = ActionStream(engine.config.blend_s)
+    fades = engine.config.chunk_switch == "crossfade"
+    stream = ActionStream(engine.config.blend_s if fades else 0.0)
     events = list(zip(run.arrivals, run.chunks))
     if events:
         tick = events[0][0]

@@ -105,7 +105,10 @@ def test_shutdown_stops_the_engine_thread(rclpy_context):
 
 def test_a_plan_too_short_for_the_blend_is_refused_at_start_with_the_numbers(rclpy_context):
     # tiny: 4 steps at 50 Hz = 0.08 s, less than blend_s 0.1 s + deadline_margin_s 0.02 s
-    with pytest.raises(ValueError, match=r"0\.08 s leaves no time .* lengthen action_dt_s"):
-        InferenceNode(context=rclpy_context, cli_args=[
-            "--ros-args", "-p", "preset:=tiny", "-p", "joint_names:=['a']",
-            "-p", "joint_lower_limits:=[-1.0]", "-p", "joint_upper_limits:=[1.0]"])
+    # with a cross-fade, and less than deadline_margin_s 0.1 s with RTC (no fade)
+    for switch, margin in (("crossfade", 0.02), ("rtc", 0.1)):
+        with pytest.raises(ValueError, match=r"0\.08 s leaves no time .* lengthen action_dt_s"):
+            InferenceNode(context=rclpy_context, cli_args=[
+                "--ros-args", "-p", "preset:=tiny", "-p", "joint_names:=['a']",
+                "-p", f"chunk_switch:={switch}", "-p", f"deadline_margin_s:={margin}",
+                "-p", "joint_lower_limits:=[-1.0]", "-p", "joint_upper_limits:=[1.0]"])
