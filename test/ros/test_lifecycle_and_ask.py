@@ -131,15 +131,26 @@ def test_ask_streams_the_answer_of_the_topic_path_cancels_and_rejects_beyond_the
         assert 2 <= len(feedback) and len(result.answer) < 400
         assert probe.spin(5.0, until=lambda: pages() == idle_pages), (pages(), idle_pages)
 
-        # the queue holds two requests: further goals are rejected at once, and counted
+        # the queue holds two requests: further goals are rejected at once, and counted —
+        # unless a request ended early (the random model said EOS) and freed its place
         long_goals = [client.send_goal_async(Ask.Goal(question=f"story {i}", max_tokens=400))
                       for i in range(4)]
         assert probe.spin(20.0, until=lambda: all(g.done() for g in long_goals))
         accepted = [g.result().accepted for g in long_goals]
-        assert accepted == [True, True, False, False], accepted
-        assert probe.spin(3.0, until=lambda: probe.counter("inference", "rejected_goals") == 2)
-        for goal in long_goals[:2]:
-            goal.result().cancel_goal_async()
+        assert accepted[:2] == [True, True] and not all(accepted), accepted
+        rejected = accepted.count(False)
+        assert probe.spin(3.0, until=lambda: probe.counter("inference", "rejected_goals")
+                          == rejected)
+        handles = [g.result() for g in long_goals if g.result().accepted]
+        if len(handles) > 2:
+            results = [h.get_result_async() for h in handles]
+            for handle in handles:
+                handle.cancel_goal_async()
+            assert probe.spin(20.0, until=lambda: all(r.done() for r in results))
+            reasons = [r.result().result.finish_reason for r in results]
+            assert reasons.count("eos") >= len(handles) - 2, reasons
+        for handle in handles:
+            handle.cancel_goal_async()
         probe.spin(1.0)
     finally:
         client.destroy()
