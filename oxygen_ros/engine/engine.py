@@ -170,9 +170,10 @@ class EngineCore:
     # -- shared pieces -----------------------------------------------------------------------
     def chunk_actions(self, table: PageTable, cache: KVCache, frame_id: int,
                       observation: Observation, began: float):
-        """The frame's chunk (normalized). It is expected to take over when the action
-        path's p95 after `began` is over: with RTC, the steps until then are frozen."""
-        delay_s = began - observation.stamp + self.timing.action_path_p95()
+        """The frame's chunk (normalized). It is expected to take over at the latest when
+        the longest recent action path after `began` is over (as lerobot's latency tracker
+        does): with RTC, the steps until then are frozen."""
+        delay_s = began - observation.stamp + self.timing.action_path_max()
         return self.actions.run([table], cache, frame_id, observation.stamp, delay_s)
 
     def emit_chunk(self, frame_id: int, observation: Observation, actions, start: float,

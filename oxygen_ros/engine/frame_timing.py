@@ -103,6 +103,9 @@ class FrameTiming:
     def action_path_p95(self) -> float:
         return percentile(self.action_path, 95) if self.action_path else 0.0
 
+    def action_path_max(self) -> float:
+        return max(self.action_path) if self.action_path else 0.0
+
     # -- the plan in force -----------------------------------------------------------------
     def due(self) -> float:
         """Latest arrival of the successor chunk that still takes over in time."""
