@@ -43,14 +43,14 @@ class RTCSettings:
         schedule = self.prefix_attention_schedule.lower()
         object.__setattr__(self, "prefix_attention_schedule", schedule)
         if schedule not in SCHEDULES:
-            raise ValueError(f"prefix_attention_schedule {self.prefix_attention_schedule!r}: "
+            raise ValueError(f"rtc_prefix_attention_schedule {self.prefix_attention_schedule!r}: "
                              f"one of {', '.join(SCHEDULES)}")
         if self.guidance not in GUIDANCE:
             raise ValueError(f"rtc_guidance {self.guidance!r}: one of {', '.join(GUIDANCE)}")
         if self.max_guidance_weight < 0:
-            raise ValueError("max_guidance_weight must not be negative")
+            raise ValueError("rtc_max_guidance_weight must not be negative")
         if self.execution_horizon < 0:
-            raise ValueError("execution_horizon must not be negative")
+            raise ValueError("rtc_execution_horizon must not be negative")
 
 
 def prefix_weights(start: int, end: int, total: int, schedule: str) -> torch.Tensor:
