@@ -20,21 +20,20 @@ import torch
 from safetensors.torch import save_file
 
 from oxygen_ros.demo.evaluate import evaluate
+from oxygen_ros.demo.observe import world_prefix
 from oxygen_ros.demo.questions import memory_line, questions
-from oxygen_ros.demo.world import CAMERAS, TabletopWorld
+from oxygen_ros.demo.world import TabletopWorld
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.model import training
 from oxygen_ros.model.checkpoint import checkpoint_key
 from oxygen_ros.model.config import preset
-from oxygen_ros.model.letterbox import resize_rgb
 from oxygen_ros.model.normalization import Normalization, Stats
 from oxygen_ros.model.pi05 import Pi05Model
-from oxygen_ros.model.prefix import build_prefix
-from oxygen_ros.model.prompt import pi05_prompt
+from oxygen_ros.model.prefix import Prefix
 from oxygen_ros.model.tokenizer import ByteTokenizer
 
 TRAIN_SEEDS = 10_000           # training worlds: seeds from here up; below are unseen
-EPISODE_S, CAMERA_SIZE, ACTION_DT = 12.0, (240, 320), 0.02
+EPISODE_S, ACTION_DT = 12.0, 0.02
 MEMORY_PERIOD_S = 4.0
 TEMPLATES = EngineConfig()     # the engine's dialogue and memory templates
 
@@ -61,14 +60,9 @@ class Sampler:
         self.first_world = first_world
         self.tokenizer = ByteTokenizer()
 
-    def observation(self, world: TabletopWorld, t: float):
-        """(prefix, normalized state) the running system would build at time t."""
-        size = self.config.vision.image_size
-        images = {name: resize_rgb(world.frame(camera, t, *CAMERA_SIZE), size)
-                  for camera, name in enumerate(CAMERAS)}
-        state = self.normalization.normalize_state(world.joint_positions(t))
-        prompt = pi05_prompt(world.instruction, state, self.config.state_dim)
-        return build_prefix(self.config, CAMERAS, images, self.tokenizer.encode(prompt))
+    def observation(self, world: TabletopWorld, t: float) -> Prefix:
+        """The prefix the running system would build at time t."""
+        return world_prefix(world, t, self.config, self.tokenizer, self.normalization)
 
     def text(self, world: TabletopWorld, t: float, memory: bool) -> tuple[list, list]:
         """(tokens, answer flags) of one question or memory request and its true reply."""

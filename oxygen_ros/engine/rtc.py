@@ -23,7 +23,7 @@ same weights, noise and previous chunk give the same chunk. Two guidance variant
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable
 
 import torch
 
@@ -123,19 +123,16 @@ def guided_velocity(x_t: torch.Tensor, previous: torch.Tensor, inference_delay: 
 
 
 def integrate(velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-              noise: torch.Tensor, steps: int, previous: Optional[torch.Tensor],
+              noise: torch.Tensor, steps: int, previous: torch.Tensor,
               inference_delay: int, settings: RTCSettings) -> torch.Tensor:
     """Euler from noise at t = 1 to actions at t = 0 (the plain sampler's loop), each step
-    guided toward `previous` (None: not guided)."""
+    guided toward `previous`."""
     dt = -1.0 / steps
     x = noise.float()
     for step in range(steps):
         time = 1.0 + step * dt
         t = torch.full((x.shape[0],), time, device=x.device)
-        if previous is None:
-            v = velocity(x, t).float()
-        else:
-            v = guided_velocity(x, previous, inference_delay, time,
-                                lambda x_in, t=t: velocity(x_in, t), settings)
+        v = guided_velocity(x, previous, inference_delay, time,
+                            lambda x_in, t=t: velocity(x_in, t), settings)
         x = x + dt * v
     return x

@@ -28,15 +28,13 @@ from pathlib import Path
 import numpy as np
 
 from oxygen_ros.cache.kv_cache import KVCache
+from oxygen_ros.demo.observe import world_prefix
 from oxygen_ros.demo.world import TabletopWorld
 from oxygen_ros.engine.action_stream import ActionStream
 from oxygen_ros.engine.action_task import ActionTask
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.model.loading import LoadedModel
-from oxygen_ros.model.prefix import build_prefix
-from oxygen_ros.model.prompt import pi05_prompt
 
-CAMERAS = ("base", "left_wrist", "right_wrist")
 
 
 @dataclass
@@ -63,17 +61,9 @@ class _Observations:
         self.cache = KVCache.for_model(model.config, 256, 16, 1, model.dtype, model.device)
 
     def prefill(self, step: int):
-        model, t = self.loaded.model, step * self.dt
-        size = model.config.vision.image_size
-        images = {name: self.world.frame(i, t, size, size) for i, name in enumerate(CAMERAS)}
-        state = np.zeros(model.config.state_dim)
-        joints = self.world.joint_positions(t)[:model.config.state_dim]
-        state[:len(joints)] = joints
-        prompt = pi05_prompt(self.world.instruction,
-                             self.loaded.normalization.normalize_state(state),
-                             model.config.state_dim)
-        prefix = build_prefix(model.config, CAMERAS, images,
-                              self.loaded.tokenizer.encode(prompt))
+        model = self.loaded.model
+        prefix = world_prefix(self.world, step * self.dt, model.config, self.loaded.tokenizer,
+                              self.loaded.normalization)
         started = time.perf_counter()
         table = model.prefill(prefix, self.cache, owner="bench")
         return table, time.perf_counter() - started
