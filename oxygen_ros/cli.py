@@ -240,8 +240,8 @@ def score_against_world(summary: dict, monitor, seed: int, duration_s: float,
     """Add the answers, memory summaries and executed commands judged against the world's
     ground truth (demo/score.py) to the summary, and print each answer beside its truth."""
     from oxygen_ros.demo import score
+    from oxygen_ros.demo.questions import demo_dialogue
     from oxygen_ros.demo.world import TabletopWorld
-    from oxygen_ros.ros.bag import demo_dialogue
 
     world = TabletopWorld(seed)
     answers = dict(monitor.finished_dialogue)
@@ -634,8 +634,9 @@ def build_parser() -> argparse.ArgumentParser:
     train_demo = sub.add_parser("train-demo", help=cmd_train_demo.__doc__)
     train_demo.add_argument("--out", default="build/demo_checkpoint",
                             help="checkpoint directory (default build/demo_checkpoint)")
-    train_demo.add_argument("--steps", type=int, default=3000)
-    train_demo.add_argument("--batch", type=int, default=16)
+    train_demo.add_argument("--steps", type=int, default=1100)
+    train_demo.add_argument("--batch", type=int, default=8,
+                            help="frames per step, each with every question about it")
     train_demo.add_argument("--lr", type=float, default=1e-3)
     train_demo.add_argument("--seed", type=int, default=0)
     train_demo.add_argument("--time-budget", type=float, default=1800.0,

@@ -2,6 +2,8 @@
 prompt extension, greedy decoding, the flow sampler): answer accuracy, memory accuracy
 and action error, as the running system would produce them."""
 
+from collections import Counter
+
 import numpy as np
 import torch
 
@@ -17,7 +19,7 @@ from oxygen_ros.model.tokenizer import ByteTokenizer
 TEMPLATES = EngineConfig()
 
 
-def greedy(model: Pi05Model, cache: KVCache, base, prompt: list[int], limit: int = 48) -> str:
+def greedy(model: Pi05Model, cache: KVCache, base, prompt: list[int], limit: int = 64) -> str:
     tokenizer = ByteTokenizer()
     table = cache.fork(base, "dialogue")
     assert cache.reserve(table, len(prompt) + limit)
@@ -33,12 +35,14 @@ def greedy(model: Pi05Model, cache: KVCache, base, prompt: list[int], limit: int
 @torch.inference_mode()
 def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
              first_world: int = 0, times=(1.0, 3.3, 5.0, 7.0, 9.5)) -> dict:
-    """Worlds first_world.. (never trained on: training uses TRAIN_SEEDS and up)."""
+    """Every question at each of `times` and both memory windows, in worlds first_world..
+    (never trained on: training uses TRAIN_SEEDS and up)."""
     from oxygen_ros.demo.train import ACTION_DT, MEMORY_PERIOD_S, Sampler
 
     sampler = Sampler(model, normalization, seed=0)
     tokenizer = ByteTokenizer()
-    right = asked = memory_right = memory_asked = 0
+    right, asked = Counter(), Counter()
+    memory_right = memory_asked = 0
     errors = []
     generator = torch.Generator().manual_seed(0)
     for seed in range(first_world, first_world + worlds):
@@ -47,11 +51,11 @@ def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
             cache = KVCache.for_model(model.config, num_pages=64, page_size=16)
             prefix = sampler.observation(world, t)
             base = model.prefill(prefix, cache)
-            for question, truth in questions(world, t)[:4]:
+            for question, truth in questions(world, t):
                 prompt = tokenizer.encode(TEMPLATES.dialogue_template.format(text=question),
                                           bos=False)
-                right += greedy(model, cache, base, prompt) == truth
-                asked += 1
+                right[kind(question)] += greedy(model, cache, base, prompt) == truth
+                asked[kind(question)] += 1
             noise = torch.randn(1, model.config.action_horizon, model.config.action_dim,
                                 generator=generator)
             actions = normalization.unnormalize_actions(
@@ -68,6 +72,16 @@ def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
             truth = memory_line(world, t - MEMORY_PERIOD_S, t)
             memory_right += greedy(model, cache, base, tokenizer.encode(text, bos=False)) == truth
             memory_asked += 1
-    return {"answer_accuracy": right / asked, "memory_accuracy": memory_right / memory_asked,
+    return {"answer_accuracy": sum(right.values()) / sum(asked.values()),
+            "memory_accuracy": memory_right / memory_asked,
             "action_error": float(np.mean(errors)), "worlds": worlds,
-            "questions": asked, "memory_requests": memory_asked}
+            "questions": sum(asked.values()), "memory_requests": memory_asked,
+            "answer_accuracy_by_question": {k: right[k] / asked[k] for k in asked}}
+
+
+def kind(question: str) -> str:
+    """The question without its object: "where is", "what colour is", or the question."""
+    for stem in ("where is", "what colour is"):
+        if question.startswith(stem):
+            return stem
+    return question

@@ -4,6 +4,10 @@ line for a window of time: the ground truth the demo model is trained on and jud
 from oxygen_ros.demo.world import COLORS, PHASES, TabletopWorld
 
 NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four"}
+# when the demo asks (seconds into the episode), and which of the world's questions
+DEMO_QUESTIONS = ((1.5, "what do you see?"), (3.5, "what are you doing?"),
+                  (5.0, "where is the {target}?"), (6.5, "how many objects are there?"),
+                  (8.0, "what are you doing?"), (10.5, "are you done?"))
 
 
 def _listing(names: list[str]) -> str:
@@ -53,3 +57,9 @@ def memory_line(world: TabletopWorld, start: float, end: float) -> str:
               PHASES[3][1]: f"put the {target} in the bin"}
     happened = [text for moment, text in sorted(events.items()) if start < moment <= end]
     return ", then ".join(happened) if happened else doing(world, end)
+
+
+def demo_dialogue(world: TabletopWorld) -> list[tuple[float, str]]:
+    """The demo's questions about this world: (seconds into the episode, question)."""
+    target = world.things[world.target].name
+    return [(t, question.format(target=target)) for t, question in DEMO_QUESTIONS]

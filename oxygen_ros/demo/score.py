@@ -11,7 +11,7 @@ from oxygen_ros.demo.world import TabletopWorld
 JOINT_RANGE = 2.0     # the world's joints live in [-1, 1]
 
 
-def _same(text: str, truth: str) -> bool:
+def same(text: str, truth: str) -> bool:
     return text.strip().rstrip(".").lower() == truth.lower()
 
 
@@ -22,7 +22,7 @@ def answer_scores(world: TabletopWorld, dialogue: Sequence[tuple[float, str]],
     for (t, question), answer in zip(dialogue, answers):
         truth = dict(questions(world, t)).get(question)
         rows.append({"t": t, "question": question, "answer": answer, "truth": truth,
-                     "correct": answer is not None and truth is not None and _same(answer, truth)})
+                     "correct": answer is not None and truth is not None and same(answer, truth)})
     return rows
 
 
@@ -32,7 +32,7 @@ def memory_scores(world: TabletopWorld, summaries: Sequence[str], period_s: floa
     for k, summary in enumerate(summaries):
         truth = memory_line(world, k * period_s, (k + 1) * period_s)
         rows.append({"window_s": [k * period_s, (k + 1) * period_s], "summary": summary,
-                     "truth": truth, "correct": _same(summary, truth)})
+                     "truth": truth, "correct": same(summary, truth)})
     return rows
 
 

@@ -6,7 +6,10 @@ product's own loader runs it.
 Samples are built exactly as the running system builds its inputs: frames rendered at
 the demo bag's camera size and letterboxed like camera_ingest, the state normalized and
 written into π0.5's prompt, questions in the dialogue template and memory requests in
-the memory template the engine uses. Training worlds have seeds from TRAIN_SEEDS up;
+the memory template the engine uses. Each frame carries every question about it (and,
+at a memory window's end, the memory request) packed after its one prefix, as the engine
+forks requests from one shared prefix: one image pass feeds ~9 replies. Training starts
+from training.initialize's weights. Training worlds have seeds from TRAIN_SEEDS up;
 evaluation (and the demo, world 0) use unseen ones."""
 
 import hashlib
@@ -20,9 +23,9 @@ import torch
 from safetensors.torch import save_file
 
 from oxygen_ros.demo.evaluate import evaluate
-from oxygen_ros.demo.observe import world_prefix
+from oxygen_ros.demo.observe import CAMERA_SIZE, world_prefix
 from oxygen_ros.demo.questions import memory_line, questions
-from oxygen_ros.demo.world import TabletopWorld
+from oxygen_ros.demo.world import COLORS, SHAPES, TabletopWorld
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.model import training
 from oxygen_ros.model.checkpoint import checkpoint_key
@@ -36,17 +39,19 @@ TRAIN_SEEDS = 10_000           # training worlds: seeds from here up; below are 
 EPISODE_S, ACTION_DT = 12.0, 0.02
 MEMORY_PERIOD_S = 4.0
 TEMPLATES = EngineConfig()     # the engine's dialogue and memory templates
+PATCH_CLASSES = 5              # nothing + 4 colours; nothing + 4 shapes
 
 
 @dataclass
 class TrainConfig:
-    steps: int = 3000
-    batch: int = 16
+    steps: int = 1100
+    batch: int = 8                 # frames per step; every question about each is packed
     lr: float = 1e-3
     seed: int = 0
-    memory_share: float = 0.25     # of text samples that are memory requests
+    memory_share: float = 0.25     # of frames that also get a memory request
     time_budget_s: float = 1800.0  # stop early (and say so) when this is spent
     eval_worlds: int = 24
+    patch_weight: float = 0.5      # of the auxiliary loss on what the base camera's patches show
 
 
 class Sampler:
@@ -64,24 +69,39 @@ class Sampler:
         """The prefix the running system would build at time t."""
         return world_prefix(world, t, self.config, self.tokenizer, self.normalization)
 
-    def text(self, world: TabletopWorld, t: float, memory: bool) -> tuple[list, list]:
-        """(tokens, answer flags) of one question or memory request and its true reply."""
-        if memory:   # the window [t - period, t] ends now; the summary before it, if any
-            previous = (memory_line(world, t - 2 * MEMORY_PERIOD_S, t - MEMORY_PERIOD_S)
-                        if t > 1.5 * MEMORY_PERIOD_S else "")
-            first = int(self.rng.integers(0, 200))
-            prompt = TEMPLATES.memory_template.format(previous=previous[-200:], first=first,
-                                                      last=first + int(self.rng.integers(5, 40)))
-            reply = memory_line(world, max(0.0, t - MEMORY_PERIOD_S), t)
-        else:
-            question, reply = questions(world, t)[self.rng.integers(len(questions(world, t)))]
-            prompt = TEMPLATES.dialogue_template.format(text=question)
-        asked = self.tokenizer.encode(prompt, bos=False)
-        answer = self.tokenizer.encode(reply, bos=False) + [self.tokenizer.eos_id]
-        return asked + answer, [False] * len(asked) + [True] * len(answer)
+    def memory(self, world: TabletopWorld, t: float) -> tuple[str, str]:
+        """The memory request that ends the window [t - period, t], and its true summary
+        (the summary before it, if any, is in the request as the engine writes it)."""
+        previous = (memory_line(world, t - 2 * MEMORY_PERIOD_S, t - MEMORY_PERIOD_S)
+                    if t > 1.5 * MEMORY_PERIOD_S else "")
+        first = int(self.rng.integers(0, 200))
+        prompt = TEMPLATES.memory_template.format(previous=previous[-200:], first=first,
+                                                  last=first + int(self.rng.integers(5, 40)))
+        return prompt, memory_line(world, max(0.0, t - MEMORY_PERIOD_S), t)
 
-    def batch(self, size: int, memory_share: float) -> training.TrainingBatch:
-        prefixes, texts, flags, actions = [], [], [], []
+    def requests(self, world: TabletopWorld, t: float, memory: bool) -> list[tuple[str, str]]:
+        """Every question about the frame at t (and the memory request, at a window's end)
+        in the engine's templates, with the true replies."""
+        out = [(TEMPLATES.dialogue_template.format(text=question), reply)
+               for question, reply in questions(world, t)]
+        return out + [self.memory(world, t)] if memory else out
+
+    def text(self, requests: list[tuple[str, str]]) -> tuple[list, list, list]:
+        """(tokens, answer flags, request index) of requests packed after one prefix."""
+        tokens, flags, segment = [], [], []
+        for index, (prompt, reply) in enumerate(requests):
+            asked = self.tokenizer.encode(prompt, bos=False)
+            answer = self.tokenizer.encode(reply, bos=False) + [self.tokenizer.eos_id]
+            tokens += asked + answer
+            flags += [False] * len(asked) + [True] * len(answer)
+            segment += [index] * (len(asked) + len(answer))
+        return tokens, flags, segment
+
+    def batch(self, size: int, memory_share: float
+              ) -> tuple[training.TrainingBatch, torch.Tensor]:
+        """The batch, and what each patch of the base camera shows ([B, patches, 2]: the
+        colour and shape index of the thing in it, 0 for none)."""
+        prefixes, texts, flags, segments, actions, patches = [], [], [], [], [], []
         for _ in range(size):
             world = TabletopWorld(self.first_world + int(self.rng.integers(1_000_000)))
             memory = self.rng.random() < memory_share
@@ -90,18 +110,62 @@ class Sampler:
             else:
                 t = self.rng.uniform(0, EPISODE_S)
             prefixes.append(self.observation(world, t))
-            tokens, answer = self.text(world, t, memory)
+            patches.append(patch_targets(world, t, self.config.vision))
+            tokens, answer, segment = self.text(self.requests(world, t, memory))
             texts.append(tokens)
             flags.append(answer)
+            segments.append(segment)
             expert = world.actions(t, self.config.action_horizon, ACTION_DT)
             actions.append(np.stack([self.normalization.actions.normalize(a) for a in expert]))
         prompt, prompt_valid = _pad([p.tokens.tolist() for p in prefixes])
         text, text_valid = _pad(texts)
         answer, _ = _pad(flags)
+        segment, _ = _pad(segments)
         return training.TrainingBatch(
             images=torch.stack([p.images for p in prefixes]), prompt=prompt,
             prompt_valid=prompt_valid, text=text, text_valid=text_valid, answer=answer.bool(),
-            actions=torch.tensor(np.stack(actions), dtype=torch.float32))
+            actions=torch.tensor(np.stack(actions), dtype=torch.float32), segment=segment
+        ), torch.tensor(np.stack(patches))
+
+
+def patch_targets(world: TabletopWorld, t: float, vision) -> np.ndarray:
+    """[patches, 2] (colour, shape) of the thing nearest each patch of the base camera's
+    letterboxed frame that the thing's drawing touches; (0, 0) where none does. The
+    geometry is world.frame's (camera 0) followed by the letterbox of observe.py."""
+    height, width = CAMERA_SIZE
+    side = max(height, width)
+    scale = side / 2.2 * vision.image_size / side          # table units -> model pixels
+    new_height = int(height / (side / vision.image_size))
+    top = (vision.image_size - new_height) // 2 - (side - height) // 2 * vision.image_size / side
+    n, patch = vision.image_size // vision.patch_size, vision.patch_size
+    out = np.zeros((n * n, 2), np.int64)
+    best = np.full(n * n, np.inf)
+    lo = np.arange(n) * patch
+    for index, thing in enumerate(world.things):
+        x, y, z, _ = world.where(index, t)
+        cx, cy = vision.image_size / 2 + x * scale, top + vision.image_size / 2 + y * scale
+        radius = 0.19 * scale * (1 + z)
+        half_width = radius * (1.5 if thing.shape == "box" else 1.0)
+        dx = np.maximum(np.maximum(lo - cx, cx - (lo + patch)), 0)          # per column
+        dy = np.maximum(np.maximum(lo - cy, cy - (lo + patch)), 0)          # per row
+        touches = ((dy[:, None] <= radius) & (dx[None, :] <= half_width)).ravel()
+        centres = np.hypot((lo[None, :] + patch / 2 - cx), (lo[:, None] + patch / 2 - cy)).ravel()
+        nearer = touches & (centres < best)
+        out[nearer] = (1 + list(COLORS).index(thing.color), 1 + SHAPES.index(thing.shape))
+        best[nearer] = centres[nearer]
+    return out
+
+
+def seeing(model: Pi05Model, head: torch.nn.Linear, base: torch.Tensor,
+           patches: torch.Tensor) -> torch.Tensor:
+    """Auxiliary loss: the colour and shape in each base-camera patch, read linearly off
+    the image tokens the language model receives. Without it the image tokens stay
+    nearly alike, text never learns to look at them and answers from the prompt alone."""
+    tokens = model.embed_images(base).float()          # [B * patches, width]
+    logits = head(tokens).view(-1, 2, PATCH_CLASSES)
+    targets = patches.view(-1, 2)
+    return (torch.nn.functional.cross_entropy(logits[:, 0], targets[:, 0])
+            + torch.nn.functional.cross_entropy(logits[:, 1], targets[:, 1]))
 
 
 def _pad(rows):
@@ -127,19 +191,23 @@ def train(out: Path, config: TrainConfig, progress=print) -> dict:
     torch.manual_seed(config.seed)
     model_config = preset("demo")
     model = Pi05Model(model_config, seed=config.seed)
+    training.initialize(model, config.seed)
     normalization = statistics(seed=config.seed)
     sampler = Sampler(model, normalization, config.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
+    head = torch.nn.Linear(model_config.vlm.width, 2 * PATCH_CLASSES)   # not saved
+    optimizer = torch.optim.AdamW([*model.parameters(), *head.parameters()], lr=config.lr,
+                                  weight_decay=0.01)
     warmup = max(1, config.steps // 20)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
         (step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(1.0, step / config.steps)))))
     generator = torch.Generator().manual_seed(config.seed)
     history, started, step = [], time.monotonic(), 0
     for step in range(config.steps):
-        batch = sampler.batch(config.batch, config.memory_share)
+        batch, patches = sampler.batch(config.batch, config.memory_share)
         text_loss, action_loss = training.losses(model, batch, generator)
+        seen = seeing(model, head, batch.images[:, 0], patches)
         optimizer.zero_grad()
-        (text_loss + action_loss).backward()
+        (text_loss + action_loss + config.patch_weight * seen).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
@@ -149,7 +217,8 @@ def train(out: Path, config: TrainConfig, progress=print) -> dict:
         if step % 10 == 0 or step == config.steps - 1:
             eta = elapsed / (step + 1) * (config.steps - step - 1)
             progress(f"\rstep {step + 1}/{config.steps}  text loss {text_value:.3f}  "
-                     f"action loss {action_value:.3f}  {elapsed:.0f} s, ~{eta:.0f} s left")
+                     f"action loss {action_value:.3f}  patch loss {seen.item():.3f}  "
+                     f"{elapsed:.0f} s, ~{eta:.0f} s left")
         if elapsed > config.time_budget_s:
             progress(f"\ntime budget of {config.time_budget_s:.0f} s spent at step {step + 1}")
             break

@@ -1,19 +1,42 @@
 """The π0.5 forward for training: the mixture of transformers of pi05.py, dense and
 differentiable. One pass holds, per sample, the prefix (camera images and prompt,
-bidirectional), text after it (a question and its answer, causal), and the noisy action
+bidirectional), text after it (requests and their replies, causal), and the noisy action
 chunk (flow matching), each attending as it does at inference: text sees the prefix and
-earlier text, actions see the prefix and each other, never the text. Padding is masked
+earlier text of its own request, actions see the prefix and each other, never the text.
+Several requests pack after one prefix as the engine forks them from one shared prefix:
+each starts at the prefix's end and sees only itself. Padding is masked
 and positions count only real tokens, so a trained model runs unchanged on the paged
 inference path (test/model/test_training.py checks both give the same numbers)."""
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from oxygen_ros.cache.paged_attention import grouped_attention
-from oxygen_ros.model.gemma import rope
+from oxygen_ros.model.gemma import RMSNorm, rope
 from oxygen_ros.model.pi05 import Pi05Model
+
+
+def initialize(model: Pi05Model, seed: int, std: float = 0.02) -> None:
+    """Weights to train from: small normal weights, zero biases, unit norms. The random
+    model's own init (sharp attention, for tests of decoding) saturates every softmax,
+    which leaves attention without gradient: text never learns to look at the images."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for module in model.modules():
+            if isinstance(module, (nn.Linear, nn.Conv2d, nn.Embedding)):
+                nn.init.normal_(module.weight, std=std)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+            elif isinstance(module, RMSNorm):
+                nn.init.zeros_(module.weight)      # Gemma's gain is 1 + weight
+    model.weights_version = f"train-init-seed-{seed}"
 
 
 @dataclass
@@ -21,11 +44,13 @@ class TrainingBatch:
     images: torch.Tensor        # [B, cameras, 3, S, S] in [-1, 1] (every camera present)
     prompt: torch.Tensor        # [B, Lp] token ids, right-padded
     prompt_valid: torch.Tensor  # [B, Lp] bool
-    text: torch.Tensor          # [B, Lt] question + answer token ids, right-padded
+    text: torch.Tensor          # [B, Lt] request + reply token ids, right-padded
     text_valid: torch.Tensor    # [B, Lt] bool
     answer: torch.Tensor        # [B, Lt] bool: positions whose token is learned (predicted
                                 # from the one before)
     actions: torch.Tensor       # [B, H, action_dim] normalized expert actions
+    segment: Optional[torch.Tensor] = None  # [B, Lt] request index of each text token,
+                                # non-decreasing along a row (None: one request per row)
 
 
 def forward(model: Pi05Model, batch: TrainingBatch, x_t: torch.Tensor,
@@ -45,7 +70,13 @@ def forward(model: Pi05Model, batch: TrainingBatch, x_t: torch.Tensor,
                               batch.prompt_valid], dim=1)
     prefix_len = prefix_valid.sum(1)                                           # [B]
     prefix_pos = prefix_valid.cumsum(1) - 1
-    text_pos = prefix_len[:, None] + batch.text_valid.cumsum(1) - 1
+    segment = (batch.segment if batch.segment is not None
+               else torch.zeros_like(batch.text)).to(device)
+    index = torch.arange(n_text, device=device).expand(b, -1)
+    starts = torch.ones_like(segment, dtype=torch.bool)
+    starts[:, 1:] = segment[:, 1:] != segment[:, :-1]
+    start = torch.where(starts, index, torch.zeros_like(index)).cummax(1).values
+    text_pos = prefix_len[:, None] + index - start        # each request starts at the prefix end
     action_pos = prefix_len[:, None] + torch.arange(horizon, device=device)[None]
     positions = torch.cat([prefix_pos, text_pos, action_pos], dim=1)
 
@@ -56,7 +87,9 @@ def forward(model: Pi05Model, batch: TrainingBatch, x_t: torch.Tensor,
     causal = torch.ones(n_text, n_text, dtype=torch.bool, device=device).tril()
     text_sees_text = torch.zeros(b, n_text, n_prefix + n_text + horizon, dtype=torch.bool,
                                  device=device)
-    text_sees_text[:, :, n_prefix:n_prefix + n_text] = causal & batch.text_valid[:, None, :]
+    same_request = segment[:, :, None] == segment[:, None, :]
+    text_sees_text[:, :, n_prefix:n_prefix + n_text] = (causal & same_request
+                                                        & batch.text_valid[:, None, :])
     action_keys = torch.zeros(b, n_prefix + n_text + horizon, dtype=torch.bool, device=device)
     action_keys[:, n_prefix + n_text:] = True
     visible = torch.cat([

@@ -30,6 +30,7 @@ from rosbags.interfaces import (
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
+from oxygen_ros.demo.questions import demo_dialogue
 from oxygen_ros.demo.world import TabletopWorld
 
 TYPESTORE = get_typestore(Stores.ROS2_KILTED)
@@ -38,10 +39,6 @@ RAW_ENCODINGS = ("rgb8", "bgr8", "mono8")
 COMPRESSED_ENCODINGS = ("jpeg", "png")
 CAMERA_TOPICS = ("/cameras/base/image_raw", "/cameras/left_wrist/image_raw",
                  "/cameras/right_wrist/image_raw")
-# when the demo bag asks, and which of the world's questions (demo/questions.py)
-DEMO_QUESTIONS = ((1.5, "what do you see?"), (3.5, "what are you doing?"),
-                  (5.0, "where is the {target}?"), (6.5, "how many objects are there?"),
-                  (8.0, "what are you doing?"), (10.5, "are you done?"))
 
 
 def _qos(reliable: bool, transient_local: bool = False, depth: int = 10) -> Qos:
@@ -63,7 +60,7 @@ class DemoBagSpec:
     grayscale: bool = False              # a gray scene: every encoding carries the same pixels
     cameras: int = 3
     instruction: Optional[str] = None    # default: the world's task
-    dialogue: Optional[Sequence[tuple[float, str]]] = None   # default: DEMO_QUESTIONS
+    dialogue: Optional[Sequence[tuple[float, str]]] = None   # default: demo_dialogue
     storage: str = "mcap"                # mcap or sqlite3
     start_time_s: float = 1_700_000_000.0
     seed: int = 0
@@ -89,12 +86,6 @@ def _image(pixels: np.ndarray, encoding: str, stamp_ns: int, frame_id: str):
         header=header, height=pixels.shape[0], width=pixels.shape[1], encoding=encoding,
         is_bigendian=0, step=pixels.shape[1] * channels,
         data=np.ascontiguousarray(pixels).ravel())
-
-
-def demo_dialogue(world: TabletopWorld) -> list[tuple[float, str]]:
-    """The demo bag's questions about this world: (seconds into the bag, question)."""
-    target = world.things[world.target].name
-    return [(t, question.format(target=target)) for t, question in DEMO_QUESTIONS]
 
 
 def write_demo_bag(path: str | Path, spec: DemoBagSpec = DemoBagSpec()) -> Path:

@@ -5,7 +5,10 @@ import hashlib
 
 import numpy as np
 
-from oxygen_ros.demo.train import TrainConfig, train
+from oxygen_ros.demo.observe import world_observation
+from oxygen_ros.demo.train import TrainConfig, patch_targets, train
+from oxygen_ros.demo.world import COLORS, SHAPES, TabletopWorld
+from oxygen_ros.model.config import preset
 from oxygen_ros.model.loading import load_model
 from oxygen_ros.model.tokenizer import ByteTokenizer
 
@@ -29,3 +32,26 @@ def test_a_short_training_lowers_the_losses_and_saves_a_loadable_checkpoint(tmp_
                   progress=lambda *_: None)
     assert again["model_safetensors_sha256"] == digest                 # same seed, same model
     assert np.isclose(again["loss"]["text"]["last"], loss["text"]["last"])
+
+
+def test_patch_targets_name_what_the_base_camera_shows_there():
+    """The auxiliary targets must agree with the pixels the model sees: the patch holding
+    a thing's centre is labelled with its colour and shape, and shows that colour."""
+    config = preset("demo")
+    size, patch = config.vision.image_size, config.vision.patch_size
+    n = size // patch
+    for seed, t in ((0, 1.0), (1, 5.0), (7, 9.0), (12, 0.0)):
+        world = TabletopWorld(seed)
+        targets = patch_targets(world, t, config.vision).reshape(n, n, 2)
+        image = world_observation(world, t, size).images["base"]
+        for index, thing in enumerate(world.things):
+            x, y, z, place = world.where(index, t)
+            # the thing's colour, as drawn (darker in the bin), is in the image
+            color = np.array(COLORS[thing.color]) * (0.6 if place == "bin" else 1.0)
+            near = np.abs(image.astype(float) - color).sum(-1) < 40
+            rows, cols = np.nonzero(near)
+            assert len(rows), (seed, thing)
+            row, col = int(np.median(rows)) // patch, int(np.median(cols)) // patch
+            assert tuple(targets[row, col]) == (1 + list(COLORS).index(thing.color),
+                                                1 + SHAPES.index(thing.shape)), (seed, thing)
+        assert (targets[..., 0] == 0).sum() > n * n // 3        # most of the table is empty

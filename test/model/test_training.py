@@ -59,3 +59,40 @@ def test_losses_are_finite_and_reach_every_trainable_part(tiny_model, make_prefi
                  model.action_in_proj, model.time_mlp_in):
         assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in part.parameters()), part
     model.zero_grad()
+
+
+def test_requests_packed_after_one_prefix_equal_each_request_alone(tiny_model, make_prefix):
+    """Packing is how training sees several requests per frame: each must start at the
+    prefix's end and see nothing of the others, as a fork of the shared prefix does."""
+    model, config = tiny_model, tiny_model.config
+    prefix = make_prefix(config, seed=3, instruction="pick up the cup")
+    requests = [[5, 6, 7, 8, 9], [11, 12, 13], [21, 22, 23, 24]]
+    prompt, prompt_valid = pad([prefix.tokens.tolist()])
+    horizon, dim = config.action_horizon, config.action_dim
+    x_t = torch.randn(1, horizon, dim, generator=torch.Generator().manual_seed(1))
+    t = torch.tensor([0.4])
+
+    def run(rows, segment=None):
+        text, valid = pad(rows)
+        batch = training.TrainingBatch(
+            images=prefix.images[None].expand(len(rows), *prefix.images.shape),
+            prompt=prompt.expand(len(rows), -1), prompt_valid=prompt_valid.expand(len(rows), -1),
+            text=text, text_valid=valid, answer=valid, actions=torch.zeros(len(rows), horizon, dim),
+            segment=segment)
+        with torch.no_grad():
+            return training.forward(model, batch, x_t.expand(len(rows), -1, -1),
+                                    t.expand(len(rows)))
+
+    packed = [token for request in requests for token in request]
+    segment = torch.tensor([[i for i, r in enumerate(requests) for _ in r] + [len(requests)] * 2])
+    logits, velocity = run([packed + [0, 0]], segment)
+    alone, alone_velocity = run(requests)
+    start = 0
+    for row, request in enumerate(requests):
+        torch.testing.assert_close(logits[0, start:start + len(request)],
+                                   alone[row, :len(request)], atol=1e-5, rtol=1e-5)
+        start += len(request)
+    torch.testing.assert_close(velocity[0], alone_velocity[0], atol=1e-5, rtol=1e-5)
+    # without the segments the later requests would see the earlier ones: not the same
+    unsegmented, _ = run([packed])
+    assert not torch.allclose(unsegmented[0, 5:8], alone[1, :3], atol=1e-3)
