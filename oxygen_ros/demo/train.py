@@ -257,7 +257,7 @@ def save(out: Path, model: Pi05Model, normalization: Normalization, config: Trai
              for name, attr in (("q01", "low"), ("q99", "high"))}
     save_file(stats, str(out / "policy_preprocessor_step_0_normalizer_processor.safetensors"))
     digest = hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
-    manifest = {"command": f"oxygen-ros train-demo --steps {config.steps} --batch "
+    manifest = {"command": f"oxygen-ros train-demo --out {out} --steps {config.steps} --batch "
                            f"{config.batch} --lr {config.lr:g} --seed {config.seed} "
                            f"--time-budget {config.time_budget_s:g} "
                            f"--threads {torch.get_num_threads()}",

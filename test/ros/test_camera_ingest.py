@@ -54,7 +54,7 @@ def test_ingest_publishes_synchronized_resized_observations_at_camera_rate(
 def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, tmp_path):
     summary_path = tmp_path / "summary.json"
     demo = processes.python("-m", "oxygen_ros.cli", "demo", "--bag", str(tmp_path / "bag"),
-                            "--duration", "6", "--summary", str(summary_path))
+                            "--summary", str(summary_path))
     output = processes.finish(demo, timeout=240)
     assert demo.returncode == 0, output[-3000:]
     assert "actions  " in output and " Hz" in output  # the live stats lines
@@ -62,17 +62,20 @@ def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, 
     summary = json.loads(summary_path.read_text())
     # what a user judges: every request answered, commands at the rate, the node's own
     # accounting of held commands and its prediction in the same report
-    assert summary["dialogue_requests"] == 3 and summary["dialogue_answers"] == 3, summary
+    assert summary["dialogue_requests"] == 6 and summary["dialogue_answers"] == 6, summary
     assert summary["action_chunks"] >= 3 and summary["commands_received"] >= 100, summary
     assert 45.0 <= summary["commands_hz"] <= 55.0, summary
     assert summary["held_command_fraction"] <= summary["predicted_held_fraction"] + 0.1, summary
     assert summary["frames"] >= summary["action_chunks"] and summary["language_tokens"] > 0
     assert summary["torch_threads"] >= 1
     # judged against the world's ground truth, with the shipped demo model (the random
-    # small preset scores action_error ~0.35 and answers in random bytes)
-    assert [row["truth"] is not None for row in summary["answers"]] == [True, True, True]
-    assert all(row["answer"].isascii() and row["answer"].strip() for row in summary["answers"])
-    assert 0.0 <= summary["answer_accuracy"] <= 1.0 and 0.0 < summary["action_error"] < 0.3
+    # small preset scores 0 and action_error ~0.35). The shipped model gets 4 of 6 answers
+    # and both summaries of this world right (issue 13 asks for 0.8 and all): a guard.
+    assert [row["truth"] is not None for row in summary["answers"]] == [True] * 6
+    assert summary["answer_accuracy"] >= 0.5, summary["answers"]
+    assert summary["memory_summaries"] >= 2 and summary["memory_accuracy"] >= 0.5, \
+        summary["memory"]
+    assert 0.0 < summary["action_error"] < 0.3, summary["action_error"]
     # Real-Time Chunking switched every chunk after the first
     assert summary["chunk_switch"] == "rtc"
     assert summary["rtc_chunks"] >= summary["action_chunks"] // 2   # (1 Hz diagnostics lag)
