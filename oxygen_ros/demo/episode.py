@@ -33,9 +33,6 @@ class Episode:
     action_error: float = 0.0     # executed part of each chunk vs the expert, / joint range
     overlapped: int = 0           # questions asked while earlier ones were still pending
 
-    def accuracy(self, rows: Sequence[dict]) -> float:
-        return sum(r["correct"] for r in rows) / len(rows) if rows else 0.0
-
 
 def run_episode(engine_class, model, normalization, world: TabletopWorld,
                 asks: Mapping[int, Sequence[str]], frames: int = 60, period_s: float = 0.2,

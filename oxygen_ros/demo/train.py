@@ -25,7 +25,7 @@ from safetensors.torch import save_file
 from oxygen_ros.demo.evaluate import evaluate
 from oxygen_ros.demo.observe import CAMERA_SIZE, world_prefix
 from oxygen_ros.demo.questions import memory_line, questions
-from oxygen_ros.demo.world import COLORS, SHAPES, TabletopWorld
+from oxygen_ros.demo.world import BASE_VIEW, COLORS, SHAPES, THING_RADIUS, TabletopWorld
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.model import training
 from oxygen_ros.model.checkpoint import checkpoint_key
@@ -134,7 +134,7 @@ def patch_targets(world: TabletopWorld, t: float, vision) -> np.ndarray:
     geometry is world.frame's (camera 0) followed by the letterbox of observe.py."""
     height, width = CAMERA_SIZE
     side = max(height, width)
-    scale = side / 2.2 * vision.image_size / side          # table units -> model pixels
+    scale = side / BASE_VIEW * vision.image_size / side    # table units -> model pixels
     new_height = int(height / (side / vision.image_size))
     top = (vision.image_size - new_height) // 2 - (side - height) // 2 * vision.image_size / side
     n, patch = vision.image_size // vision.patch_size, vision.patch_size
@@ -144,7 +144,7 @@ def patch_targets(world: TabletopWorld, t: float, vision) -> np.ndarray:
     for index, thing in enumerate(world.things):
         x, y, z, _ = world.where(index, t)
         cx, cy = vision.image_size / 2 + x * scale, top + vision.image_size / 2 + y * scale
-        radius = 0.19 * scale * (1 + z)
+        radius = THING_RADIUS * scale * (1 + z)
         half_width = radius * (1.5 if thing.shape == "box" else 1.0)
         dx = np.maximum(np.maximum(lo - cx, cx - (lo + patch)), 0)          # per column
         dy = np.maximum(np.maximum(lo - cy, cy - (lo + patch)), 0)          # per row

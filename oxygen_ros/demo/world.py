@@ -24,6 +24,8 @@ HOME = (0.0, -0.85, 0.6, 1.0)                 # x, y, z, gripper (1 open, 0 clos
 PHASES = (("reaching", 3.0), ("grasping", 3.6), ("carrying", 6.5), ("releasing", 7.1),
           ("returning", 8.6))
 CAMERAS = ("base", "left_wrist", "right_wrist")
+BASE_VIEW = 2.2          # table units across the base camera's (square, uncropped) view
+THING_RADIUS = 0.19      # a thing's drawn half-size in table units, on the table (z = 0)
 _JOINT_MAP = np.random.default_rng(1234).uniform(-0.6, 0.6, (NUM_JOINTS, 4))
 
 
@@ -119,7 +121,7 @@ class TabletopWorld:
         gripper's wrist cameras (a zoomed view around it, left and right of the fingers)."""
         size = max(height, width)
         if camera == 0:
-            center, scale = (0.0, 0.0), size / 2.2
+            center, scale = (0.0, 0.0), size / BASE_VIEW
         else:
             x, y, z, _ = self.end_effector(t)
             side = -0.18 if camera == 1 else 0.18
@@ -136,7 +138,8 @@ class TabletopWorld:
         cv2.rectangle(image, (bx - half, by - half), (bx + half, by + half), BIN, 2, cv2.LINE_AA)
         for index, thing in enumerate(self.things):
             x, y, z, place = self.where(index, t)
-            _draw_thing(image, thing, px(x, y), int(0.19 * scale * (1 + z)), place == "bin")
+            _draw_thing(image, thing, px(x, y), int(THING_RADIUS * scale * (1 + z)),
+                        place == "bin")
         if camera == 0:
             x, y, z, g = self.end_effector(t)
             gx, gy = px(x, y)

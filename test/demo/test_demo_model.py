@@ -3,6 +3,8 @@ saw (training worlds are seeds 10 000 and up): answers and memory summaries are 
 the executed actions follow the expert; the baselines say exactly the same; and a
 question is answered about the frame it was asked on, however requests interleave."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -117,3 +119,17 @@ def test_a_question_is_answered_about_the_frame_it_was_asked_on(demo, draw):
     # answer decoded over another frame than its own would differ from `alone` below
     for row in episode.answers:                # about its own frame, not a neighbour's
         assert row["answer"] == alone(model, normalization, world, row["t"], row["question"])
+
+
+def test_the_episode_engine_is_set_up_as_the_demo_yaml_sets_the_node_up():
+    """demo_engine_config copies config/humanoid_demo.yaml's language settings; the
+    in-process episodes judge the model under what `make run` runs."""
+    import yaml
+
+    path = Path(__file__).resolve().parents[2] / "config" / "humanoid_demo.yaml"
+    params = yaml.safe_load(path.read_text())["inference"]["ros__parameters"]
+    config = demo_engine_config()
+    for name in ("tokens_per_frame", "max_tokens_per_frame", "dialogue_max_tokens",
+                 "memory_max_tokens", "chunk_switch"):
+        assert getattr(config, name) == params[name], name
+    assert tuple(params["camera_names"]) == config.camera_names
