@@ -383,7 +383,8 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
 
     apply_torch_threads(args.threads)
     config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
-                         time_budget_s=args.time_budget, eval_worlds=args.eval_worlds)
+                         time_budget_s=args.time_budget, eval_worlds=args.eval_worlds,
+                         vision_steps=args.vision_steps, seeing_batch=args.seeing_batch)
     manifest = train(Path(args.out), config,
                      progress=lambda text: print(text, end="", file=sys.stderr, flush=True))
     print(json.dumps(manifest, indent=2))
@@ -634,7 +635,14 @@ def build_parser() -> argparse.ArgumentParser:
     train_demo = sub.add_parser("train-demo", help=cmd_train_demo.__doc__)
     train_demo.add_argument("--out", default="build/demo_checkpoint",
                             help="checkpoint directory (default build/demo_checkpoint)")
-    train_demo.add_argument("--steps", type=int, default=1100)
+    train_demo.add_argument("--steps", type=int, default=1000,
+                            help="joint training steps (default 1000)")
+    train_demo.add_argument("--vision-steps", type=int, default=1000,
+                            help="steps of the auxiliary patch loss alone before the joint "
+                                 "training (default 1000; 2 x seeing-batch frames each)")
+    train_demo.add_argument("--seeing-batch", type=int, default=16,
+                            help="extra base-camera frames per step for the auxiliary "
+                                 "patch loss (default 16)")
     train_demo.add_argument("--batch", type=int, default=8,
                             help="frames per step, each with every question about it")
     train_demo.add_argument("--lr", type=float, default=1e-3)

@@ -4,6 +4,8 @@ line for a window of time: the ground truth the demo model is trained on and jud
 from oxygen_ros.demo.world import COLORS, PHASES, TabletopWorld
 
 NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four"}
+PLACES = ("on the left", "on the right", "at the front", "at the back", "in the gripper",
+          "in the bin")
 # when the demo asks (seconds into the episode), and which of the world's questions
 DEMO_QUESTIONS = ((1.5, "what do you see?"), (3.5, "what are you doing?"),
                   (5.0, "where is the {target}?"), (6.5, "how many objects are there?"),

@@ -24,12 +24,13 @@ from safetensors.torch import save_file
 
 from oxygen_ros.demo.evaluate import evaluate
 from oxygen_ros.demo.observe import CAMERA_SIZE, world_prefix
-from oxygen_ros.demo.questions import memory_line, questions
+from oxygen_ros.demo.questions import PLACES, memory_line, place, questions
 from oxygen_ros.demo.world import BASE_VIEW, COLORS, SHAPES, THING_RADIUS, TabletopWorld
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.model import training
 from oxygen_ros.model.checkpoint import checkpoint_key
 from oxygen_ros.model.config import preset
+from oxygen_ros.model.letterbox import resize_rgb
 from oxygen_ros.model.normalization import Normalization, Stats
 from oxygen_ros.model.pi05 import Pi05Model
 from oxygen_ros.model.prefix import Prefix
@@ -39,12 +40,13 @@ TRAIN_SEEDS = 10_000           # training worlds: seeds from here up; below are 
 EPISODE_S, ACTION_DT = 12.0, 0.02
 MEMORY_PERIOD_S = 4.0
 TEMPLATES = EngineConfig()     # the engine's dialogue and memory templates
-PATCH_CLASSES = 5              # nothing + 4 colours; nothing + 4 shapes
+# what a base-camera patch shows: (nothing + colours, nothing + shapes, nothing + places)
+PATCH_CLASSES = (1 + len(COLORS), 1 + len(SHAPES), 1 + len(PLACES))
 
 
 @dataclass
 class TrainConfig:
-    steps: int = 1100
+    steps: int = 1000
     batch: int = 8                 # frames per step; every question about each is packed
     lr: float = 1e-3
     seed: int = 0
@@ -52,6 +54,10 @@ class TrainConfig:
     time_budget_s: float = 1800.0  # stop early (and say so) when this is spent
     eval_worlds: int = 24
     patch_weight: float = 0.5      # of the auxiliary loss on what the base camera's patches show
+    seeing_batch: int = 16         # extra base-camera frames per step for that loss alone
+    vision_steps: int = 1000       # steps of that loss alone (on 2 * seeing_batch frames)
+                                   # before the joint training: text starts from image
+                                   # tokens that already say what is where
 
 
 class Sampler:
@@ -97,10 +103,21 @@ class Sampler:
             segment += [index] * (len(asked) + len(answer))
         return tokens, flags, segment
 
+    def seeing(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Base-camera images [size, 3, S, S] of random moments in random worlds, and what
+        their patches show ([size, patches, 3])."""
+        images, patches = [], []
+        for _ in range(size):
+            world = TabletopWorld(self.first_world + int(self.rng.integers(1_000_000)))
+            t = self.rng.uniform(0, EPISODE_S)
+            image = resize_rgb(world.frame(0, t, *CAMERA_SIZE), self.config.vision.image_size)
+            images.append(torch.from_numpy(image).permute(2, 0, 1).float() / 127.5 - 1.0)
+            patches.append(patch_targets(world, t, self.config.vision))
+        return torch.stack(images), torch.tensor(np.stack(patches))
+
     def batch(self, size: int, memory_share: float
               ) -> tuple[training.TrainingBatch, torch.Tensor]:
-        """The batch, and what each patch of the base camera shows ([B, patches, 2]: the
-        colour and shape index of the thing in it, 0 for none)."""
+        """The batch, and what each patch of its base camera shows ([B, patches, 3])."""
         prefixes, texts, flags, segments, actions, patches = [], [], [], [], [], []
         for _ in range(size):
             world = TabletopWorld(self.first_world + int(self.rng.integers(1_000_000)))
@@ -129,16 +146,17 @@ class Sampler:
 
 
 def patch_targets(world: TabletopWorld, t: float, vision) -> np.ndarray:
-    """[patches, 2] (colour, shape) of the thing nearest each patch of the base camera's
-    letterboxed frame that the thing's drawing touches; (0, 0) where none does. The
-    geometry is world.frame's (camera 0) followed by the letterbox of observe.py."""
+    """[patches, 3] (colour, shape, place) indices of the thing nearest each patch of the
+    base camera's letterboxed frame that the thing's drawing touches, counted from 1 in
+    COLORS, SHAPES and questions.PLACES; (0, 0, 0) where none does. The geometry is
+    world.frame's (camera 0) followed by the letterbox of observe.py."""
     height, width = CAMERA_SIZE
     side = max(height, width)
     scale = side / BASE_VIEW * vision.image_size / side    # table units -> model pixels
     new_height = int(height / (side / vision.image_size))
     top = (vision.image_size - new_height) // 2 - (side - height) // 2 * vision.image_size / side
     n, patch = vision.image_size // vision.patch_size, vision.patch_size
-    out = np.zeros((n * n, 2), np.int64)
+    out = np.zeros((n * n, 3), np.int64)
     best = np.full(n * n, np.inf)
     lo = np.arange(n) * patch
     for index, thing in enumerate(world.things):
@@ -151,21 +169,50 @@ def patch_targets(world: TabletopWorld, t: float, vision) -> np.ndarray:
         touches = ((dy[:, None] <= radius) & (dx[None, :] <= half_width)).ravel()
         centres = np.hypot((lo[None, :] + patch / 2 - cx), (lo[:, None] + patch / 2 - cy)).ravel()
         nearer = touches & (centres < best)
-        out[nearer] = (1 + list(COLORS).index(thing.color), 1 + SHAPES.index(thing.shape))
+        out[nearer] = (1 + list(COLORS).index(thing.color), 1 + SHAPES.index(thing.shape),
+                       1 + PLACES.index(place(world, index, t)))
         best[nearer] = centres[nearer]
     return out
 
 
 def seeing(model: Pi05Model, head: torch.nn.Linear, base: torch.Tensor,
            patches: torch.Tensor) -> torch.Tensor:
-    """Auxiliary loss: the colour and shape in each base-camera patch, read linearly off
-    the image tokens the language model receives. Without it the image tokens stay
-    nearly alike, text never learns to look at them and answers from the prompt alone."""
-    tokens = model.embed_images(base).float()          # [B * patches, width]
-    logits = head(tokens).view(-1, 2, PATCH_CLASSES)
-    targets = patches.view(-1, 2)
-    return (torch.nn.functional.cross_entropy(logits[:, 0], targets[:, 0])
-            + torch.nn.functional.cross_entropy(logits[:, 1], targets[:, 1]))
+    """Auxiliary loss: the colour (or nothing) of each base-camera patch, and the shape
+    and place of the thing in each patch that shows one, read linearly off the image
+    tokens the language model receives. Without it the image tokens stay nearly alike,
+    text never learns to look at them and answers from the prompt alone. Shape and place
+    are judged on the things' patches only: over every patch the empty table outweighs
+    them and the tower learns colours but not shapes."""
+    logits = head(model.embed_images(base).float())    # [B * patches, sum(PATCH_CLASSES)]
+    targets = patches.reshape(-1, 3)
+    on_thing = targets[:, 0] > 0
+    loss = torch.zeros(())
+    for column, logit in enumerate(logits.split(PATCH_CLASSES, dim=-1)):
+        rows = slice(None) if column == 0 else on_thing
+        loss = loss + torch.nn.functional.cross_entropy(logit[rows], targets[rows, column])
+    return loss
+
+
+def see_first(model: Pi05Model, head: torch.nn.Linear, sampler: Sampler,
+              config: TrainConfig, progress) -> None:
+    """The auxiliary loss alone for config.vision_steps steps (vision tower, projector
+    and head: cheap, the language model is not run)."""
+    parameters = [*model.vision.parameters(), *model.projector.parameters(),
+                  *head.parameters()]
+    optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=0.01)
+    warmup = max(1, config.vision_steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1, (k + 1) / warmup))
+    for step in range(config.vision_steps):
+        loss = seeing(model, head, *sampler.seeing(2 * config.seeing_batch))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        if step % 50 == 0 or step == config.vision_steps - 1:
+            progress(f"\rseeing first: step {step + 1}/{config.vision_steps}  "
+                     f"patch loss {loss.item():.3f}")
+    if config.vision_steps:
+        progress("\n")
 
 
 def _pad(rows):
@@ -194,18 +241,22 @@ def train(out: Path, config: TrainConfig, progress=print) -> dict:
     training.initialize(model, config.seed)
     normalization = statistics(seed=config.seed)
     sampler = Sampler(model, normalization, config.seed)
-    head = torch.nn.Linear(model_config.vlm.width, 2 * PATCH_CLASSES)   # not saved
+    head = torch.nn.Linear(model_config.vlm.width, sum(PATCH_CLASSES))   # not saved
+    started = time.monotonic()
+    see_first(model, head, sampler, config, progress)
     optimizer = torch.optim.AdamW([*model.parameters(), *head.parameters()], lr=config.lr,
                                   weight_decay=0.01)
     warmup = max(1, config.steps // 20)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
         (step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(1.0, step / config.steps)))))
     generator = torch.Generator().manual_seed(config.seed)
-    history, started, step = [], time.monotonic(), 0
+    history, step, joint_started = [], 0, time.monotonic()
     for step in range(config.steps):
         batch, patches = sampler.batch(config.batch, config.memory_share)
         text_loss, action_loss = training.losses(model, batch, generator)
-        seen = seeing(model, head, batch.images[:, 0], patches)
+        images, more = sampler.seeing(config.seeing_batch)
+        seen = seeing(model, head, torch.cat([batch.images[:, 0], images]),
+                      torch.cat([patches, more]))
         optimizer.zero_grad()
         (text_loss + action_loss + config.patch_weight * seen).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -215,7 +266,7 @@ def train(out: Path, config: TrainConfig, progress=print) -> dict:
         history.append((step, text_value, action_value))
         elapsed = time.monotonic() - started
         if step % 10 == 0 or step == config.steps - 1:
-            eta = elapsed / (step + 1) * (config.steps - step - 1)
+            eta = (time.monotonic() - joint_started) / (step + 1) * (config.steps - step - 1)
             progress(f"\rstep {step + 1}/{config.steps}  text loss {text_value:.3f}  "
                      f"action loss {action_value:.3f}  patch loss {seen.item():.3f}  "
                      f"{elapsed:.0f} s, ~{eta:.0f} s left")
@@ -260,6 +311,8 @@ def save(out: Path, model: Pi05Model, normalization: Normalization, config: Trai
     manifest = {"command": f"oxygen-ros train-demo --out {out} --steps {config.steps} --batch "
                            f"{config.batch} --lr {config.lr:g} --seed {config.seed} "
                            f"--time-budget {config.time_budget_s:g} "
+                           f"--vision-steps {config.vision_steps} "
+                           f"--seeing-batch {config.seeing_batch} "
                            f"--threads {torch.get_num_threads()}",
                 "seed": config.seed, "steps": steps, "batch": config.batch,
                 "samples": steps * config.batch, "seconds": round(seconds),

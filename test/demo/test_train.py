@@ -4,17 +4,21 @@ and writes a lerobot pi05 checkpoint that the product's own loader runs."""
 import hashlib
 
 import numpy as np
+import torch
 
 from oxygen_ros.demo.observe import world_observation
-from oxygen_ros.demo.train import TrainConfig, patch_targets, train
+from oxygen_ros.demo.questions import PLACES, place
+from oxygen_ros.demo.train import Sampler, TrainConfig, patch_targets, statistics, train
 from oxygen_ros.demo.world import COLORS, SHAPES, TabletopWorld
 from oxygen_ros.model.config import preset
 from oxygen_ros.model.loading import load_model
+from oxygen_ros.model.pi05 import Pi05Model
 from oxygen_ros.model.tokenizer import ByteTokenizer
 
 
 def test_a_short_training_lowers_the_losses_and_saves_a_loadable_checkpoint(tmp_path):
-    config = TrainConfig(steps=16, batch=4, lr=2e-3, eval_worlds=1, time_budget_s=300)
+    config = TrainConfig(steps=16, batch=4, lr=2e-3, eval_worlds=1, time_budget_s=300,
+                         vision_steps=10, seeing_batch=4)
     manifest = train(tmp_path / "a", config, progress=lambda *_: None)
     loss = manifest["loss"]
     assert loss["text"]["last"] < loss["text"]["first"]
@@ -28,7 +32,8 @@ def test_a_short_training_lowers_the_losses_and_saves_a_loadable_checkpoint(tmp_
     assert isinstance(loaded.tokenizer, ByteTokenizer)
     assert loaded.model.config.action_dim == 14 and loaded.normalization.actions is not None
     assert set(manifest["metrics"]) >= {"answer_accuracy", "memory_accuracy", "action_error"}
-    again = train(tmp_path / "b", TrainConfig(steps=16, batch=4, lr=2e-3, eval_worlds=1),
+    again = train(tmp_path / "b", TrainConfig(steps=16, batch=4, lr=2e-3, eval_worlds=1,
+                                                     vision_steps=10, seeing_batch=4),
                   progress=lambda *_: None)
     assert again["model_safetensors_sha256"] == digest                 # same seed, same model
     assert np.isclose(again["loss"]["text"]["last"], loss["text"]["last"])
@@ -42,16 +47,32 @@ def test_patch_targets_name_what_the_base_camera_shows_there():
     n = size // patch
     for seed, t in ((0, 1.0), (1, 5.0), (7, 9.0), (12, 0.0)):
         world = TabletopWorld(seed)
-        targets = patch_targets(world, t, config.vision).reshape(n, n, 2)
+        targets = patch_targets(world, t, config.vision).reshape(n, n, 3)
         image = world_observation(world, t, size).images["base"]
         for index, thing in enumerate(world.things):
-            x, y, z, place = world.where(index, t)
+            x, y, z, where = world.where(index, t)
             # the thing's colour, as drawn (darker in the bin), is in the image
-            color = np.array(COLORS[thing.color]) * (0.6 if place == "bin" else 1.0)
+            color = np.array(COLORS[thing.color]) * (0.6 if where == "bin" else 1.0)
             near = np.abs(image.astype(float) - color).sum(-1) < 40
             rows, cols = np.nonzero(near)
             assert len(rows), (seed, thing)
             row, col = int(np.median(rows)) // patch, int(np.median(cols)) // patch
             assert tuple(targets[row, col]) == (1 + list(COLORS).index(thing.color),
-                                                1 + SHAPES.index(thing.shape)), (seed, thing)
+                                                1 + SHAPES.index(thing.shape),
+                                                1 + PLACES.index(place(world, index, t))
+                                                ), (seed, thing)
         assert (targets[..., 0] == 0).sum() > n * n // 3        # most of the table is empty
+
+
+def test_seeing_frames_are_the_base_camera_the_model_receives():
+    """The auxiliary loss's extra frames are rendered and letterboxed exactly as the
+    base camera of a training prefix (and of the running system)."""
+    config = preset("demo")
+    model = Pi05Model(config, seed=0)
+    images, patches = Sampler(model, statistics(worlds=4), seed=3).seeing(2)
+    again = Sampler(model, statistics(worlds=4), seed=3)
+    for image, targets in zip(images, patches):
+        world = TabletopWorld(again.first_world + int(again.rng.integers(1_000_000)))
+        t = again.rng.uniform(0, 12.0)
+        assert torch.equal(image, again.observation(world, t).images[0])
+        assert np.array_equal(targets.numpy(), patch_targets(world, t, config.vision))
