@@ -384,7 +384,8 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
     apply_torch_threads(args.threads)
     config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
                          time_budget_s=args.time_budget, eval_worlds=args.eval_worlds,
-                         vision_steps=args.vision_steps, seeing_batch=args.seeing_batch)
+                         vision_steps=args.vision_steps, seeing_batch=args.seeing_batch,
+                         precision=args.precision)
     manifest = train(Path(args.out), config,
                      progress=lambda text: print(text, end="", file=sys.stderr, flush=True))
     print(json.dumps(manifest, indent=2))
@@ -635,8 +636,8 @@ def build_parser() -> argparse.ArgumentParser:
     train_demo = sub.add_parser("train-demo", help=cmd_train_demo.__doc__)
     train_demo.add_argument("--out", default="build/demo_checkpoint",
                             help="checkpoint directory (default build/demo_checkpoint)")
-    train_demo.add_argument("--steps", type=int, default=1000,
-                            help="joint training steps (default 1000)")
+    train_demo.add_argument("--steps", type=int, default=1250,
+                            help="joint training steps (default 1250)")
     train_demo.add_argument("--vision-steps", type=int, default=1000,
                             help="steps of the auxiliary patch loss alone before the joint "
                                  "training (default 1000; 2 x seeing-batch frames each)")
@@ -653,6 +654,9 @@ def build_parser() -> argparse.ArgumentParser:
                             help="unseen worlds the saved metrics are measured on")
     train_demo.add_argument("--threads", type=int, default=0,
                             help="torch threads (default 0: all cores but one)")
+    train_demo.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
+                            help="matmuls of the training passes (bfloat16 autocast, float32 "
+                                 "weights; default bf16: fast on CPUs with AVX512-BF16)")
     train_demo.set_defaults(func=cmd_train_demo)
 
     bench_ingest = sub.add_parser("bench-ingest", help=cmd_bench_ingest.__doc__)
