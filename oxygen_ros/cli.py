@@ -645,9 +645,11 @@ def build_parser() -> argparse.ArgumentParser:
                             help="extra base-camera frames per step for the auxiliary "
                                  "patch loss (default 16)")
     train_demo.add_argument("--batch", type=int, default=8,
-                            help="frames per step, each with every question about it")
-    train_demo.add_argument("--lr", type=float, default=1e-3)
-    train_demo.add_argument("--seed", type=int, default=0)
+                            help="frames per step, each with every question about it (default 8)")
+    train_demo.add_argument("--lr", type=float, default=1e-3,
+                            help="peak AdamW learning rate (warm-up, then cosine; default 1e-3)")
+    train_demo.add_argument("--seed", type=int, default=0,
+                            help="weights, worlds, noise: same seed and threads, same run")
     train_demo.add_argument("--time-budget", type=float, default=1800.0,
                             help="stop training after this many seconds (default 1800)")
     train_demo.add_argument("--eval-worlds", type=int, default=24,
