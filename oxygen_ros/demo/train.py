@@ -35,7 +35,7 @@ from oxygen_ros.model.config import preset
 from oxygen_ros.model.letterbox import resize_rgb
 from oxygen_ros.model.normalization import Normalization, Stats
 from oxygen_ros.model.pi05 import Pi05Model
-from oxygen_ros.model.prefix import Prefix
+from oxygen_ros.model.prefix import Prefix, image_pixels
 from oxygen_ros.model.tokenizer import ByteTokenizer
 
 TRAIN_SEEDS = 10_000           # training worlds: seeds from here up; below are unseen
@@ -63,6 +63,10 @@ class TrainConfig:
     vision_steps: int = 1000       # steps of that loss alone (on 2 * seeing_batch frames)
                                    # before the joint training: text starts from image
                                    # tokens that already say what is where
+
+    def __post_init__(self):
+        if self.precision not in ("bf16", "fp32"):
+            raise ValueError(f"precision must be bf16 or fp32, not {self.precision!r}")
 
 
 class Sampler:
@@ -115,8 +119,8 @@ class Sampler:
         for _ in range(size):
             world = TabletopWorld(self.first_world + int(self.rng.integers(1_000_000)))
             t = self.rng.uniform(0, EPISODE_S)
-            image = resize_rgb(world.frame(0, t, *CAMERA_SIZE), self.config.vision.image_size)
-            images.append(torch.from_numpy(image).permute(2, 0, 1).float() / 127.5 - 1.0)
+            size = self.config.vision.image_size
+            images.append(image_pixels(resize_rgb(world.frame(0, t, *CAMERA_SIZE), size), size))
             patches.append(patch_targets(world, t, self.config.vision))
         return torch.stack(images), torch.tensor(np.stack(patches))
 
@@ -193,7 +197,7 @@ def seeing(model: Pi05Model, head: torch.nn.Linear, base: torch.Tensor,
     on_thing = targets[:, 0] > 0
     loss = torch.zeros(())
     for column, logit in enumerate(logits.split(PATCH_CLASSES, dim=-1)):
-        rows = slice(None) if column == 0 else on_thing
+        rows = on_thing if column else slice(None)
         if column and not on_thing.any():
             continue
         loss = loss + torch.nn.functional.cross_entropy(logit[rows], targets[rows, column])
@@ -224,8 +228,6 @@ def see_first(model: Pi05Model, head: torch.nn.Linear, sampler: Sampler,
 
 
 def _autocast(config: TrainConfig):
-    if config.precision not in ("bf16", "fp32"):
-        raise ValueError(f"precision must be bf16 or fp32, not {config.precision!r}")
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.precision == "bf16")
 
 

@@ -48,6 +48,15 @@ class Prefix:
         return np.concatenate([image_keys, self.tokens.numpy().astype(np.int64)])
 
 
+def image_pixels(image: np.ndarray, size: int) -> torch.Tensor:
+    """uint8 [H, W, 3] RGB -> the vision tower's input [3, size, size] in [-1, 1]."""
+    tensor = torch.from_numpy(image).permute(2, 0, 1).float() / 127.5 - 1.0
+    if tensor.shape[1:] != (size, size):
+        tensor = F.interpolate(tensor[None], size=(size, size), mode="bilinear",
+                               align_corners=False, antialias=True)[0]
+    return tensor
+
+
 def build_prefix(config: ModelConfig, camera_order: Sequence[str],
                  images: Mapping[str, np.ndarray], tokens: Sequence[int]) -> Prefix:
     """images: name -> uint8 [H, W, 3] RGB (any size; resized to the model's). Cameras not
@@ -71,10 +80,6 @@ def build_prefix(config: ModelConfig, camera_order: Sequence[str],
                              f"{image.dtype} {list(image.shape)}")
         digest.update(name.encode() + b"\x00" + repr(image.shape).encode())
         digest.update(image.tobytes())
-        tensor = torch.from_numpy(image).permute(2, 0, 1).float() / 127.5 - 1.0
-        if tensor.shape[1:] != (size, size):
-            tensor = F.interpolate(tensor[None], size=(size, size), mode="bilinear",
-                                   align_corners=False, antialias=True)[0]
-        pixels.append(tensor)
+        pixels.append(image_pixels(image, size))
     return Prefix(torch.stack(pixels), tuple(present), torch.tensor(list(tokens), dtype=torch.long),
                   digest.digest(), config.image_tokens_per_camera)

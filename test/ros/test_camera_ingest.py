@@ -72,8 +72,7 @@ def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, 
     # small preset scores 0 and action_error ~0.35). The shipped model gets 4 of 6 answers
     # of this world right (issue 13 asks for 0.8): a guard. Its two summaries here come
     # out wrong: the frame numbers the engine writes into the memory prompt flip its copy
-    # of the target's name ("picked up the yed ball"; 12 of 64 numberings do, on this
-    # frame), so they are held to arriving and being text; their correctness is tested
+    # of the target's name ("picked up the yed ball"), so they are held to arriving and being text; their correctness is tested
     # in-process (test/demo/test_demo_model.py: 8 of 8).
     assert [row["truth"] is not None for row in summary["answers"]] == [True] * 6
     assert summary["answer_accuracy"] >= 0.5, summary["answers"]
