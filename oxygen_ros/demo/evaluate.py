@@ -68,7 +68,9 @@ def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
             base = model.prefill(sampler.observation(world, t), cache)
             previous = memory_line(world, (window - 1) * MEMORY_PERIOD_S - MEMORY_PERIOD_S,
                                    (window - 1) * MEMORY_PERIOD_S) if window > 1 else ""
-            text = TEMPLATES.memory_template.format(previous=previous, first=0, last=10)
+            # numbered as the engine numbers frames at the demo's 5 Hz
+            first, last = round(5 * (t - MEMORY_PERIOD_S)) + window - 1, round(5 * t)
+            text = TEMPLATES.memory_template.format(previous=previous, first=first, last=last)
             truth = memory_line(world, t - MEMORY_PERIOD_S, t)
             memory_right += greedy(model, cache, base, tokenizer.encode(text, bos=False)) == truth
             memory_asked += 1

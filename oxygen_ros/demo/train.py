@@ -11,8 +11,12 @@ at a memory window's end, the memory request) packed after its one prefix, as th
 forks requests from one shared prefix: one image pass feeds ~9 replies. Training starts
 from training.initialize's weights, and first teaches the vision tower alone what each
 base-camera patch shows (`seeing`: colour, shape, place), so that text learns from image
-tokens that already say what is where. Training worlds have seeds from TRAIN_SEEDS up;
-evaluation (and the demo, world 0) use unseen ones."""
+tokens that already say what is where. The reply to "where is the <thing>?" is also taught
+where to look (the look loss: the last layer's first head attends to the thing's patches):
+without it the text learns the target's gripper and bin from the state and guesses the
+rest. Frames are drawn half uniformly over the episode, half by phase, so the short grasp
+and release are asked about as often as the rest. Training worlds have seeds from
+TRAIN_SEEDS up; evaluation (and the demo, world 0) use unseen ones."""
 
 import hashlib
 import json
@@ -27,7 +31,8 @@ from safetensors.torch import save_file
 from oxygen_ros.demo.evaluate import evaluate
 from oxygen_ros.demo.observe import CAMERA_SIZE, world_prefix
 from oxygen_ros.demo.questions import PLACES, memory_line, place, questions
-from oxygen_ros.demo.world import BASE_VIEW, COLORS, SHAPES, THING_RADIUS, TabletopWorld
+from oxygen_ros.demo.world import (BASE_VIEW, COLORS, PHASES, SHAPES, THING_RADIUS,
+                                   TabletopWorld)
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.model import training
 from oxygen_ros.model.checkpoint import checkpoint_key
@@ -59,6 +64,10 @@ class TrainConfig:
                                    # optimizer stay float32): 1.45x the steps of "fp32" on
                                    # a CPU with AVX512-BF16
     patch_weight: float = 0.5      # of the auxiliary loss on what the base camera's patches show
+    look_weight: float = 0.2       # of the look loss: from "where is the <thing>?"'s reply,
+                                   # the last layer's first head is taught to attend to the
+                                   # thing's base-camera patches (the text otherwise learns
+                                   # the gripper and bin from the state, and guesses the rest)
     seeing_batch: int = 16         # extra base-camera frames per step for that loss alone
     vision_steps: int = 1000       # steps of that loss alone (on 2 * seeing_batch frames)
                                    # before the joint training: text starts from image
@@ -89,28 +98,49 @@ class Sampler:
         (the summary before it, if any, is in the request as the engine writes it)."""
         previous = (memory_line(world, t - 2 * MEMORY_PERIOD_S, t - MEMORY_PERIOD_S)
                     if t > 1.5 * MEMORY_PERIOD_S else "")
-        first = int(self.rng.integers(0, 200))
+        # frame numbers as the engine counts them, at a frame rate of 2-10 Hz
+        rate = self.rng.uniform(2.0, 10.0)
+        first = round(rate * max(0.0, t - MEMORY_PERIOD_S)) + int(self.rng.integers(0, 3))
         prompt = TEMPLATES.memory_template.format(previous=previous[-200:], first=first,
-                                                  last=first + int(self.rng.integers(5, 40)))
+                                                  last=max(first + 1, round(rate * t)))
         return prompt, memory_line(world, max(0.0, t - MEMORY_PERIOD_S), t)
 
-    def requests(self, world: TabletopWorld, t: float, memory: bool) -> list[tuple[str, str]]:
+    def requests(self, world: TabletopWorld, t: float, memory: bool
+                 ) -> list[tuple[str, str, int]]:
         """Every question about the frame at t (and the memory request, at a window's end)
-        in the engine's templates, with the true replies."""
-        out = [(TEMPLATES.dialogue_template.format(text=question), reply)
-               for question, reply in questions(world, t)]
-        return out + [self.memory(world, t)] if memory else out
+        in the engine's templates, with the true replies and, for "where is the <thing>?",
+        the thing's colour (1 + its index in COLORS; 0 for the others): its base-camera
+        patches are where the answer is to be looked up."""
+        out = []
+        for question, reply in questions(world, t):
+            asked = next((thing.color for thing in world.things
+                          if question == f"where is the {thing.name}?"), None)
+            out.append((TEMPLATES.dialogue_template.format(text=question), reply,
+                        0 if asked is None else 1 + list(COLORS).index(asked)))
+        return out + [(*self.memory(world, t), 0)] if memory else out
 
-    def text(self, requests: list[tuple[str, str]]) -> tuple[list, list, list]:
-        """(tokens, answer flags, request index) of requests packed after one prefix."""
-        tokens, flags, segment = [], [], []
-        for index, (prompt, reply) in enumerate(requests):
+    def text(self, requests: list[tuple[str, str, int]]) -> tuple[list, list, list, list]:
+        """(tokens, answer flags, request index, colour to look at) of requests packed
+        after one prefix; the colour is set on the positions that predict a reply's
+        tokens."""
+        tokens, flags, segment, look = [], [], [], []
+        for index, (prompt, reply, colour) in enumerate(requests):
             asked = self.tokenizer.encode(prompt, bos=False)
             answer = self.tokenizer.encode(reply, bos=False) + [self.tokenizer.eos_id]
             tokens += asked + answer
             flags += [False] * len(asked) + [True] * len(answer)
             segment += [index] * (len(asked) + len(answer))
-        return tokens, flags, segment
+            look += [0] * (len(asked) - 1) + [colour] * len(answer) + [0]
+        return tokens, flags, segment, look
+
+    def moment(self) -> float:
+        """A time in the episode: half the time anywhere, half the time inside a phase
+        drawn uniformly, so the short grasp and release get their share of questions."""
+        if self.rng.random() < 0.5:
+            return self.rng.uniform(0, EPISODE_S)
+        bounds = [0.0, *(end for _, end in PHASES), EPISODE_S]
+        phase = int(self.rng.integers(len(bounds) - 1))
+        return self.rng.uniform(bounds[phase], bounds[phase + 1])
 
     def seeing(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Base-camera images [size, 3, S, S] of random moments in random worlds, and what
@@ -127,31 +157,40 @@ class Sampler:
     def batch(self, size: int, memory_share: float
               ) -> tuple[training.TrainingBatch, torch.Tensor]:
         """The batch, and what each patch of its base camera shows ([B, patches, 3])."""
-        prefixes, texts, flags, segments, actions, patches = [], [], [], [], [], []
+        prefixes, texts, flags, segments, looks, actions, patches = [], [], [], [], [], [], []
         for _ in range(size):
             world = TabletopWorld(self.first_world + int(self.rng.integers(1_000_000)))
             memory = self.rng.random() < memory_share
             if memory:   # a memory request comes when a window ends
-                t = MEMORY_PERIOD_S * int(self.rng.integers(1, 3)) + self.rng.uniform(0, 0.3)
+                t = MEMORY_PERIOD_S * int(self.rng.integers(1, 3)) + self.rng.uniform(0, 0.5)
             else:
-                t = self.rng.uniform(0, EPISODE_S)
+                t = self.moment()
             prefixes.append(self.observation(world, t))
             patches.append(patch_targets(world, t, self.config.vision))
-            tokens, answer, segment = self.text(self.requests(world, t, memory))
+            tokens, answer, segment, look = self.text(self.requests(world, t, memory))
             texts.append(tokens)
             flags.append(answer)
             segments.append(segment)
+            looks.append(look)
             expert = world.actions(t, self.config.action_horizon, ACTION_DT)
             actions.append(np.stack([self.normalization.actions.normalize(a) for a in expert]))
         prompt, prompt_valid = _pad([p.tokens.tolist() for p in prefixes])
         text, text_valid = _pad(texts)
         answer, _ = _pad(flags)
         segment, _ = _pad(segments)
+        colour, _ = _pad(looks)
+        patches = torch.tensor(np.stack(patches))
+        images = torch.stack([p.images for p in prefixes])
+        # the base camera's image tokens come first in the prefix
+        look = torch.zeros(size, text.shape[1], images.shape[1] * patches.shape[1]
+                           + prompt.shape[1], dtype=torch.bool)
+        look[:, :, :patches.shape[1]] = ((patches[:, None, :, 0] == colour[:, :, None])
+                                         & (colour[:, :, None] > 0))
         return training.TrainingBatch(
-            images=torch.stack([p.images for p in prefixes]), prompt=prompt,
-            prompt_valid=prompt_valid, text=text, text_valid=text_valid, answer=answer.bool(),
-            actions=torch.tensor(np.stack(actions), dtype=torch.float32), segment=segment
-        ), torch.tensor(np.stack(patches))
+            images=images, prompt=prompt, prompt_valid=prompt_valid, text=text,
+            text_valid=text_valid, answer=answer.bool(),
+            actions=torch.tensor(np.stack(actions), dtype=torch.float32), segment=segment,
+            look=look), patches
 
 
 def patch_targets(world: TabletopWorld, t: float, vision) -> np.ndarray:
@@ -271,11 +310,12 @@ def train(out: Path, config: TrainConfig, progress=print) -> dict:
         batch, patches = sampler.batch(config.batch, config.memory_share)
         images, more = sampler.seeing(config.seeing_batch)
         with _autocast(config):
-            text_loss, action_loss = training.losses(model, batch, generator)
+            text_loss, action_loss, look_loss = training.losses(model, batch, generator)
             seen = seeing(model, head, torch.cat([batch.images[:, 0], images]),
                           torch.cat([patches, more]))
         optimizer.zero_grad()
-        (text_loss + action_loss + config.patch_weight * seen).backward()
+        (text_loss + action_loss + config.patch_weight * seen
+         + config.look_weight * look_loss).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
@@ -286,6 +326,7 @@ def train(out: Path, config: TrainConfig, progress=print) -> dict:
             eta = (time.monotonic() - joint_started) / (step + 1) * (config.steps - step - 1)
             progress(f"\rstep {step + 1}/{config.steps}  text loss {text_value:.3f}  "
                      f"action loss {action_value:.3f}  patch loss {seen.item():.3f}  "
+                     f"look loss {look_loss.item():.2f}  "
                      f"{elapsed:.0f} s, ~{eta:.0f} s left")
         if elapsed > config.time_budget_s:
             progress(f"\ntime budget of {config.time_budget_s:.0f} s spent at step {step + 1}")

@@ -76,3 +76,52 @@ def test_seeing_frames_are_the_base_camera_the_model_receives():
         t = again.rng.uniform(0, 12.0)
         assert torch.equal(image, again.observation(world, t).images[0])
         assert np.array_equal(targets.numpy(), patch_targets(world, t, config.vision))
+
+
+def test_where_replies_are_taught_to_look_at_the_asked_things_patches():
+    """The look mask is set exactly on the positions that predict a "where is the <thing>?"
+    reply, and names the base-camera patches that show that thing."""
+    config = preset("demo")
+    sampler = Sampler(Pi05Model(config, seed=0), statistics(worlds=4), seed=7)
+    batch, patches = sampler.batch(3, memory_share=0.5)
+    tokenizer = ByteTokenizer()
+    n = patches.shape[1]
+    taught = 0
+    for row in range(3):
+        for i in range(batch.text.shape[1]):
+            told = batch.look[row, i]
+            # the request up to and including position i; does position i predict its reply?
+            start = int((batch.segment[row, :i + 1] != batch.segment[row, i]).sum())
+            request = tokenizer.decode(batch.text[row, start:i + 1].tolist())
+            where = request.startswith("\nUser: where is the ") and "\nRobot: " in request \
+                and batch.text_valid[row, i] and i + 1 < batch.text.shape[1] \
+                and batch.answer[row, i + 1] and batch.segment[row, i + 1] == batch.segment[row, i]
+            assert bool(told.any()) == bool(where), (row, request)
+            assert not told[n:].any()                      # the base camera's tokens only
+            if where:
+                colour = request.split("where is the ")[1].split(" ")[0]
+                shows = patches[row, :, 0] == 1 + list(COLORS).index(colour)
+                assert torch.equal(told[:n], shows) and shows.any()
+                taught += 1
+    assert taught > 20
+    # the grasp and the release last 0.6 s of 12 (5 %); training asks about each >= 9 %
+    world = TabletopWorld(0)
+    phases = [world.phase(sampler.moment()) for _ in range(4000)]
+    for phase in ("grasping", "releasing"):
+        assert phases.count(phase) / len(phases) > 0.09, phase
+
+
+def test_memory_requests_number_frames_as_the_engine_does():
+    """Window k's request names frames first..last as the engine counts them at some frame
+    rate: first is where the window started, last the request's own frame."""
+    model = Pi05Model(preset("demo"), seed=0)
+    sampler = Sampler(model, statistics(worlds=4), seed=6)
+    world = TabletopWorld(2)
+    for t in (4.1, 8.2, 4.0, 8.45):
+        for _ in range(20):
+            prompt, truth = sampler.memory(world, t)
+            first, last = map(int, prompt.rsplit("frames ", 1)[1].rstrip(": ").split("-"))
+            rate = last / t
+            assert 2.0 - 0.3 <= rate <= 10.0 + 0.3 and first < last
+            assert abs(first - rate * (t - 4.0)) <= 3.5
+            assert (prompt.split("Memory so far: ")[1].startswith("\n")) == (t < 6)

@@ -1,6 +1,8 @@
 """The dense training forward and the paged inference path are the same function: text
 logits position by position and the flow velocity agree, with padding in the batch."""
 
+import copy
+
 import torch
 
 from oxygen_ros.cache.kv_cache import KVCache
@@ -52,7 +54,9 @@ def test_losses_are_finite_and_reach_every_trainable_part(tiny_model, make_prefi
         text_valid=text_valid, answer=answer,
         actions=torch.rand(1, config.action_horizon, config.action_dim))
     model.zero_grad()
-    text_loss, action_loss = training.losses(model, batch, torch.Generator().manual_seed(0))
+    text_loss, action_loss, look_loss = training.losses(model, batch,
+                                                        torch.Generator().manual_seed(0))
+    assert float(look_loss) == 0.0        # nothing to look at
     (text_loss + action_loss).backward()
     assert torch.isfinite(text_loss) and torch.isfinite(action_loss)
     for part in (model.vision, model.projector, model.language_model, model.expert,
@@ -66,7 +70,8 @@ def test_requests_packed_after_one_prefix_equal_each_request_alone(tiny_model, m
     prefix's end and see nothing of the others, as a fork of the shared prefix does."""
     model, config = tiny_model, tiny_model.config
     prefix = make_prefix(config, seed=3, instruction="pick up the cup")
-    requests = [[5, 6, 7, 8, 9], [11, 12, 13], [21, 22, 23, 24]]
+    # lengths on both sides of request_rows' multiple of 16: two attention groups
+    requests = [[5, 6, 7, 8, 9], [11, 12, 13], list(range(30, 50)), [21, 22, 23, 24]]
     prompt, prompt_valid = pad([prefix.tokens.tolist()])
     horizon, dim = config.action_horizon, config.action_dim
     x_t = torch.randn(1, horizon, dim, generator=torch.Generator().manual_seed(1))
@@ -96,3 +101,43 @@ def test_requests_packed_after_one_prefix_equal_each_request_alone(tiny_model, m
     # without the segments the later requests would see the earlier ones: not the same
     unsegmented, _ = run([packed])
     assert not torch.allclose(unsegmented[0, 5:8], alone[1, :3], atol=1e-3)
+    groups = training.request_rows(segment, pad([packed + [0, 0]])[1])
+    assert [g.index.shape for g in groups] == [(4, 16), (1, 32)]   # and the [0, 0] tail
+
+
+def test_the_look_loss_teaches_the_first_head_to_attend_where_it_is_told(tiny_model, make_prefix):
+    """The look share is a share (0..1, all of the prefix's valid tokens + the request's own
+    = 1 when told the whole prefix and the request is one token), and a few steps of the
+    look loss alone raise it on the chosen image tokens."""
+    model = copy.deepcopy(tiny_model)
+    config = model.config
+    prefix = make_prefix(config, seed=4)
+    prompt, prompt_valid = pad([prefix.tokens.tolist()])
+    text, text_valid = pad([[5, 6, 7, 8]])
+    n_prefix = prefix.images.shape[0] * (config.vision.image_size // config.vision.patch_size) ** 2 \
+        + prompt.shape[1]
+    chosen = torch.zeros(1, 4, n_prefix, dtype=torch.bool)
+    chosen[0, 1:3, 2:4] = True                            # two image tokens, from positions 1, 2
+
+    def batch(look):
+        return training.TrainingBatch(
+            images=prefix.images[None], prompt=prompt, prompt_valid=prompt_valid, text=text,
+            text_valid=text_valid, answer=text_valid,
+            actions=torch.zeros(1, config.action_horizon, config.action_dim), look=look)
+
+    x_t, t = torch.zeros(1, config.action_horizon, config.action_dim), torch.tensor([0.5])
+    with torch.no_grad():
+        everything = torch.zeros(1, 4, n_prefix, dtype=torch.bool)
+        everything[0, 0] = True
+        share = training.forward(model, batch(everything), x_t, t)[2]
+        assert 0 < float(share[0, 0]) < 1 and float(share[0, 1]) == 0      # 0: not told
+        before = training.forward(model, batch(chosen), x_t, t)[2]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(20):
+        look_loss = training.losses(model, batch(chosen), torch.Generator().manual_seed(0))[2]
+        optimizer.zero_grad()
+        look_loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        after = training.forward(model, batch(chosen), x_t, t)[2]
+    assert float(after[0, 1:3].min()) > 0.5 > float(before[0, 1:3].max())
