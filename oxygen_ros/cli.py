@@ -235,6 +235,16 @@ def demo_summary(monitor) -> dict:
     } | {key: value(key) for key in SUMMARY_FROM_DIAGNOSTICS}
 
 
+def _number(value, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _scored(summary: dict, key: str, rows: str) -> str:
+    """e.g. "0.67 (4/6)": an accuracy and the right / scored rows it comes from."""
+    right = sum(row["correct"] for row in summary[rows])
+    return f"{_number(summary[key])} ({right}/{len(summary[rows])})"
+
+
 def score_against_world(summary: dict, monitor, seed: int, duration_s: float,
                         memory_period_s: float, bag_zero_wall: Optional[float]) -> None:
     """Add the answers, memory summaries and executed commands judged against the world's
@@ -329,8 +339,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
               f"tokens, {summary['dialogue_answers']}/{summary['dialogue_requests']} dialogue "
               f"answers, {summary['memory_summaries']} memory summaries, "
               f"{summary['torch_threads']} torch threads"
-              + (f"; answer accuracy {summary['answer_accuracy']}, memory accuracy "
-                 f"{summary['memory_accuracy']}, action error {summary['action_error']}"
+              + (f"; answer accuracy {_scored(summary, 'answer_accuracy', 'answers')}, "
+                 f"memory accuracy {_scored(summary, 'memory_accuracy', 'memory')}, "
+                 f"action error {_number(summary['action_error'], 3)}"
                  if "answer_accuracy" in summary else ""), flush=True)
         if args.summary:
             Path(args.summary).parent.mkdir(parents=True, exist_ok=True)

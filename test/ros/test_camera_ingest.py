@@ -70,14 +70,14 @@ def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, 
     assert summary["torch_threads"] >= 1
     # judged against the world's ground truth, with the shipped demo model (the random
     # small preset scores 0 and action_error ~0.35). The shipped model gets 4 of 6 answers
-    # of this world right (issue 13 asks for 0.8): a guard. Its two summaries here come
-    # out wrong: the frame numbers the engine writes into the memory prompt flip its copy
-    # of the target's name ("picked up the yed ball"), so they are held to arriving and being text; their correctness is tested
-    # in-process (test/demo/test_demo_model.py: 8 of 8).
+    # of this world right (it names the red ball a block, and calls the end of the grasp
+    # carrying; issue 13 asks for 0.8): a guard. Both its summaries are right here, held
+    # to one of two: the previous model's copy of the target's name flipped with the
+    # frame numbers the engine writes into the memory prompt (training now varies them).
     assert [row["truth"] is not None for row in summary["answers"]] == [True] * 6
     assert summary["answer_accuracy"] >= 0.5, summary["answers"]
     assert summary["memory_summaries"] >= 2, summary["memory"]
-    assert all(row["summary"].strip() for row in summary["memory"]), summary["memory"]
+    assert summary["memory_accuracy"] >= 0.5, summary["memory"]
     assert 0.0 < summary["action_error"] < 0.3, summary["action_error"]
     # Real-Time Chunking switched every chunk after the first
     assert summary["chunk_switch"] == "rtc"
