@@ -53,7 +53,7 @@ PATCH_CLASSES = (1 + len(COLORS), 1 + len(SHAPES), 1 + len(PLACES))
 
 @dataclass
 class TrainConfig:
-    steps: int = 1250
+    steps: int = 1500
     batch: int = 8                 # frames per step; every question about each is packed
     lr: float = 1e-3
     seed: int = 0
