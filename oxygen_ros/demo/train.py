@@ -11,10 +11,11 @@ at a memory window's end, the memory request) packed after its one prefix, as th
 forks requests from one shared prefix: one image pass feeds ~9 replies. Training starts
 from training.initialize's weights, and first teaches the vision tower alone what each
 base-camera patch shows (`seeing`: colour, shape, place), so that text learns from image
-tokens that already say what is where. The reply to "where is the <thing>?" is also taught
-where to look (the look loss: the last layer's first head attends to the thing's patches):
-without it the text learns the target's gripper and bin from the state and guesses the
-rest. Frames are drawn half uniformly over the episode, half by phase, so the short grasp
+tokens that already say what is where. Lookups are also taught where to look (the look
+loss: from the reply to "where is the <thing>?" or "what colour is the <shape>?", and the
+shapes "what do you see?" names, the last layer's first head attends to the thing's
+patches): without it the text learns the target's gripper and bin from the state and
+guesses the rest. Frames are drawn half uniformly over the episode, half by phase, so the short grasp
 and release are asked about as often as the rest. Training worlds have seeds from
 TRAIN_SEEDS up; evaluation (and the demo, world 0) use unseen ones."""
 
@@ -53,7 +54,7 @@ PATCH_CLASSES = (1 + len(COLORS), 1 + len(SHAPES), 1 + len(PLACES))
 
 @dataclass
 class TrainConfig:
-    steps: int = 1500
+    steps: int = 1450
     batch: int = 8                 # frames per step; every question about each is packed
     lr: float = 1e-3
     seed: int = 0
@@ -64,10 +65,12 @@ class TrainConfig:
                                    # optimizer stay float32): 1.45x the steps of "fp32" on
                                    # a CPU with AVX512-BF16
     patch_weight: float = 0.5      # of the auxiliary loss on what the base camera's patches show
-    look_weight: float = 0.2       # of the look loss: from "where is the <thing>?"'s reply,
-                                   # the last layer's first head is taught to attend to the
-                                   # thing's base-camera patches (the text otherwise learns
-                                   # the gripper and bin from the state, and guesses the rest)
+    look_weight: float = 0.2       # of the look loss: from "where is the <thing>?"'s reply
+                                   # (and the shapes "what do you see?" names, and "what
+                                   # colour is"'s reply) the last layer's first head is
+                                   # taught to attend to the thing's base-camera patches
+                                   # (without it the text learns the gripper and bin from
+                                   # the state, and guesses the rest)
     seeing_batch: int = 16         # extra base-camera frames per step for that loss alone
     vision_steps: int = 1000       # steps of that loss alone (on 2 * seeing_batch frames)
                                    # before the joint training: text starts from image
@@ -106,31 +109,45 @@ class Sampler:
         return prompt, memory_line(world, max(0.0, t - MEMORY_PERIOD_S), t)
 
     def requests(self, world: TabletopWorld, t: float, memory: bool
-                 ) -> list[tuple[str, str, int]]:
+                 ) -> list[tuple[str, str, list[int]]]:
         """Every question about the frame at t (and the memory request, at a window's end)
-        in the engine's templates, with the true replies and, for "where is the <thing>?",
-        the thing's colour (1 + its index in COLORS; 0 for the others): its base-camera
-        patches are where the answer is to be looked up."""
+        in the engine's templates, with the true replies and, per reply byte (and its
+        end), the colour (1 + its index in COLORS; 0: none) of the thing whose base-camera
+        patches that byte is to be looked up in: every byte of "where is the <thing>?"'s
+        and "what colour is the <shape>?"'s replies, and each shape named in "what do you
+        see?"'s."""
+        by_name = {thing.name: thing for thing in world.things}
+        colour_id = {color: 1 + index for index, color in enumerate(COLORS)}
         out = []
         for question, reply in questions(world, t):
-            asked = next((thing.color for thing in world.things
-                          if question == f"where is the {thing.name}?"), None)
-            out.append((TEMPLATES.dialogue_template.format(text=question), reply,
-                        0 if asked is None else 1 + list(COLORS).index(asked)))
-        return out + [(*self.memory(world, t), 0)] if memory else out
+            look = [0] * (len(reply) + 1)
+            if question.startswith("where is the "):
+                look = [colour_id[by_name[question[13:-1]].color]] * len(look)
+            elif question.startswith("what colour is the "):
+                look = [colour_id[reply]] * len(look)
+            elif question == "what do you see?":
+                for thing in world.things:
+                    at = reply.index(f"a {thing.name}") + len(f"a {thing.color} ")
+                    look[at:at + len(thing.shape)] = [colour_id[thing.color]] * len(thing.shape)
+            out.append((TEMPLATES.dialogue_template.format(text=question), reply, look))
+        if memory:
+            prompt, reply = self.memory(world, t)
+            out.append((prompt, reply, [0] * (len(reply) + 1)))
+        return out
 
-    def text(self, requests: list[tuple[str, str, int]]) -> tuple[list, list, list, list]:
+    def text(self, requests: list[tuple[str, str, list[int]]]
+             ) -> tuple[list, list, list, list]:
         """(tokens, answer flags, request index, colour to look at) of requests packed
-        after one prefix; the colour is set on the positions that predict a reply's
-        tokens."""
+        after one prefix; a reply byte's colour is set on the position that predicts it."""
         tokens, flags, segment, look = [], [], [], []
-        for index, (prompt, reply, colour) in enumerate(requests):
+        for index, (prompt, reply, colours) in enumerate(requests):
             asked = self.tokenizer.encode(prompt, bos=False)
             answer = self.tokenizer.encode(reply, bos=False) + [self.tokenizer.eos_id]
+            assert len(colours) == len(answer)       # the byte tokenizer: a byte a token
             tokens += asked + answer
             flags += [False] * len(asked) + [True] * len(answer)
             segment += [index] * (len(asked) + len(answer))
-            look += [0] * (len(asked) - 1) + [colour] * len(answer) + [0]
+            look += [0] * (len(asked) - 1) + colours + [0]
         return tokens, flags, segment, look
 
     def moment(self) -> float:
