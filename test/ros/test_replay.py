@@ -181,11 +181,15 @@ def foreign_bag(path):
     return path
 
 
-def late_latched_listener(context, delay_s, processes, *replay_args):
+def late_latched_listener(context, delay_s, processes, *replay_args, wait_s=2.0):
+    """What a subscriber that joins delay_s after the replay starts gets within wait_s
+    (the first message only). The foreign bag's second message comes 4 s into the bag:
+    a volatile subscriber's 2 s wait ends before it; a latched one may wait longer (a
+    loaded single core can delay discovery past 2 s)."""
     replay = processes.python("-m", "oxygen_ros.cli", "replay", *replay_args, "--delay", "0")
     time.sleep(delay_s)                      # the subscriber starts after the replay
     listener = Listener(context, "/oxygen/instruction", String, qos.LATCHED)
-    deadline = time.monotonic() + 2.0
+    deadline = time.monotonic() + wait_s
     while not listener.messages and time.monotonic() < deadline:
         listener.executor.spin_once(timeout_sec=0.05)
     processes.stop(replay)
@@ -195,7 +199,8 @@ def late_latched_listener(context, delay_s, processes, *replay_args):
 def test_a_bag_without_qos_metadata_still_latches_the_instruction(tmp_path, processes,
                                                                  rclpy_context):
     bag = foreign_bag(tmp_path / "foreign")
-    assert late_latched_listener(rclpy_context, 1.5, processes, str(bag)) == ["stack the cups"]
+    assert late_latched_listener(rclpy_context, 1.5, processes, str(bag),
+                                 wait_s=10.0) == ["stack the cups"]
 
 
 def test_qos_overrides_file_sets_a_topics_profile(tmp_path, processes, rclpy_context):
