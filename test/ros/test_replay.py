@@ -223,4 +223,4 @@ def test_a_start_offset_still_delivers_the_last_latched_instruction(tmp_path, pr
                                                                     rclpy_context):
     bag = foreign_bag(tmp_path / "foreign")        # the instruction at 0 s (and at 4 s)
     assert late_latched_listener(rclpy_context, 1.5, processes, str(bag),
-                                 "--start-offset", "1") == ["stack the cups"]
+                                 "--start-offset", "1", wait_s=10.0) == ["stack the cups"]
