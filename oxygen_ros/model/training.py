@@ -5,8 +5,8 @@ chunk (flow matching), each attending as it does at inference: text sees the pre
 earlier text of its own request, actions see the prefix and each other, never the text.
 Several requests pack after one prefix as the engine forks them from one shared prefix:
 each starts at the prefix's end and sees only itself, and its attention runs over the
-prefix and itself only (request_rows), not over the whole packed row: on the demo's ~10
-requests per frame a training step takes 0.7x the time. Padding is masked
+prefix and itself only (request_rows), not over the whole packed row (the demo packs
+~10 requests per frame). Padding is masked
 and positions count only real tokens, so a trained model runs unchanged on the paged
 inference path (test/model/test_training.py checks both give the same numbers)."""
 
@@ -71,8 +71,7 @@ def request_rows(segment: torch.Tensor, text_valid: torch.Tensor, multiple: int 
                  ) -> list[RequestRows]:
     """The requests packed in each row of the text, grouped by their length rounded up to
     `multiple`: attention runs per group, each request over its prefix and itself only,
-    instead of over every text token of the row (3x less attention on the demo's ~10
-    requests per frame)."""
+    instead of over every text token of the row."""
     lt = segment.shape[1]
     found = {}
     for row in range(segment.shape[0]):
