@@ -245,28 +245,35 @@ def _scored(summary: dict, key: str, rows: str) -> str:
     return f"{_number(summary[key])} ({right}/{len(summary[rows])})"
 
 
-def score_against_world(summary: dict, monitor, seed: int, duration_s: float,
-                        memory_period_s: float, bag_zero_wall: Optional[float]) -> None:
+def score_against_world(summary: dict, monitor, spec, memory_period_s: float,
+                        bag_zero_wall: Optional[float]) -> None:
     """Add the answers, memory summaries and executed commands judged against the world's
-    ground truth (demo/score.py) to the summary, and print each answer beside its truth."""
+    ground truth (demo/score.py) to the summary, and print each answer beside its truth.
+    An answer is judged against the world when the observation it read was taken (its
+    DialogueChunk's header stamp, restamped by the replay: wall time of bag time 0 +
+    seconds into the bag)."""
     from oxygen_ros.demo import score
     from oxygen_ros.demo.questions import demo_dialogue
     from oxygen_ros.demo.world import TabletopWorld
 
-    world = TabletopWorld(seed)
+    world = TabletopWorld(spec.seed)
     answers = dict(monitor.finished_dialogue)
-    dialogue = [(t, question) for t, question in demo_dialogue(world) if t < duration_s]
+    dialogue = [(t, question) for t, question in demo_dialogue(world) if t < spec.duration_s]
+    about = [score.frame_time(monitor.dialogue_stamps[i + 1] - bag_zero_wall, spec.camera_hz)
+             if bag_zero_wall is not None and i + 1 in monitor.dialogue_stamps else None
+             for i in range(len(dialogue))]
     rows = score.answer_scores(world, dialogue, [answers.get(i + 1)
-                                                 for i in range(len(dialogue))])
+                                                 for i in range(len(dialogue))], about)
     memory = score.memory_scores(world, monitor.summaries, memory_period_s)
     commands = ([(wall - bag_zero_wall, values) for wall, values in monitor.commands]
                 if bag_zero_wall is not None else [])
     summary |= {"answer_accuracy": score.accuracy(rows), "memory_accuracy": score.accuracy(memory),
                 "action_error": score.action_error(world, commands), "answers": rows,
-                "memory": memory, "world_seed": seed, "task": world.instruction}
+                "memory": memory, "world_seed": spec.seed, "task": world.instruction}
     for row in rows:
         print(f"  at {row['t']:4.1f} s  asked: {row['question']!r}\n"
-              f"           answer: {row['answer']!r}\n            truth: {row['truth']!r}"
+              f"           answer: {row['answer']!r}  (about the frame at {row['about_s']:.2f} s)"
+              f"\n            truth: {row['truth']!r}"
               f"  ({'right' if row['correct'] else 'wrong'})", flush=True)
 
 
@@ -299,7 +306,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if scored:   # a fresh bag of the world whose ground truth the outputs are scored against
         import shutil
         shutil.rmtree(bag, ignore_errors=True)
-        write_demo_bag(bag, DemoBagSpec(duration_s=args.duration, seed=args.seed))
+        spec = DemoBagSpec(duration_s=args.duration, seed=args.seed)
+        write_demo_bag(bag, spec)
         print(f"wrote demo bag {bag} (world {args.seed})", flush=True)
     # the demo shows every output: commands on, a memory summary every 4 s of sensor time
     overrides = (["inference:dry_run:=false", "inference:memory_period_s:=4.0"]
@@ -329,8 +337,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             _stop_child(child)
         summary = demo_summary(monitor)
         if scored:
-            score_against_world(summary, monitor, args.seed, args.duration, 4.0,
-                                clock.get("bag_zero_wall"))
+            score_against_world(summary, monitor, spec, 4.0, clock.get("bag_zero_wall"))
         print(f"summary: {summary['frames']} frames, {summary['action_chunks']} action chunks, "
               f"{summary['commands_received']} commands ({summary['commands_hz']:.1f} Hz, "
               f"held fraction {summary['held_command_fraction']}), "
@@ -477,7 +484,8 @@ def cmd_bench_switch(args: argparse.Namespace) -> int:
     loaded = load_model(preset=args.preset or "small", checkpoint=checkpoint or "",
                         tokenizer=args.tokenizer or "", seed=args.seed)
     workload = switch_benchmark.SwitchWorkload(
-        delays=tuple(args.delays), chunks=args.chunks, blend_s=args.blend_s,
+        delays=tuple(args.delays), chunks=args.chunks, period_steps=args.period,
+        blend_s=args.blend_s,
         default_guidance=args.guidance, execution_horizon=args.execution_horizon,
         schedule=args.schedule, max_guidance_weight=args.max_guidance_weight, seed=args.seed)
     result = switch_benchmark.run(loaded, workload,
@@ -612,13 +620,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="inference delays as fractions of the horizon")
     switch.add_argument("--chunks", type=int, default=switch_defaults.chunks,
                         help="chunks per delay (switches = chunks - 1)")
+    switch.add_argument("--period", type=int, default=switch_defaults.period_steps,
+                        help="steps between chunks (default: the main job's 0.2 s frames "
+                             "at 50 Hz; 0: min(H/2, H - delay))")
     switch.add_argument("--blend-s", type=float, default=switch_defaults.blend_s,
                         help="the cross-fade's length")
     switch.add_argument("--guidance", choices=["vjp", "error"],
                         default=switch_defaults.default_guidance,
                         help="the variant reported as modes.rtc and rtc_cost_ratio")
     switch.add_argument("--execution-horizon", type=int,
-                        default=switch_defaults.execution_horizon, help="0: the whole chunk")
+                        default=switch_defaults.execution_horizon,
+                        help="chunk steps guided toward the plan, at least the frozen ones "
+                             "(0: all the plan still covers)")
     switch.add_argument("--schedule", choices=["zeros", "ones", "linear", "exp"],
                         default=switch_defaults.schedule)
     switch.add_argument("--max-guidance-weight", type=float,

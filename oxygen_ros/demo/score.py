@@ -16,14 +16,26 @@ def same(text: str, truth: str) -> bool:
 
 
 def answer_scores(world: TabletopWorld, dialogue: Sequence[tuple[float, str]],
-                  answers: Sequence[Optional[str]]) -> list[dict]:
-    """One row per question asked at (seconds into the bag, question): answer and truth."""
+                  answers: Sequence[Optional[str]],
+                  about: Optional[Sequence[Optional[float]]] = None) -> list[dict]:
+    """One row per question asked at (seconds into the bag, question): answer and truth.
+    about[i]: when the observation the i-th answer read was taken (seconds into the bag);
+    the truth is the world's then (default, or None: when it was asked)."""
     rows = []
-    for (t, question), answer in zip(dialogue, answers):
-        truth = dict(questions(world, t)).get(question)
-        rows.append({"t": t, "question": question, "answer": answer, "truth": truth,
+    about = about or [None] * len(dialogue)
+    for (t, question), answer, seen in zip(dialogue, answers, about):
+        seen = t if seen is None else seen
+        truth = dict(questions(world, seen)).get(question)
+        rows.append({"t": t, "about_s": seen, "question": question, "answer": answer,
+                     "truth": truth,
                      "correct": answer is not None and truth is not None and same(answer, truth)})
     return rows
+
+
+def frame_time(seconds: float, camera_hz: float) -> float:
+    """A restamped observation's time (seconds into the bag, off by the replay's
+    publishing jitter) snapped to the bag's camera frame it shows."""
+    return round(round(seconds * camera_hz) / camera_hz, 6)
 
 
 def memory_scores(world: TabletopWorld, summaries: Sequence[str], period_s: float) -> list[dict]:

@@ -2,6 +2,7 @@
 with the plain flow-matching sampler, or (chunk_switch rtc) guided by Real-Time Chunking
 toward the plan in force, which it keeps in the model's normalized action space."""
 
+import dataclasses
 import math
 from typing import Optional, Sequence
 
@@ -83,8 +84,13 @@ class ActionTask:
 
     @torch.no_grad()
     def _guided(self, tables, cache, noise, previous) -> torch.Tensor:
+        # the steps that run while the chunk is computed stay frozen whatever the horizon
+        # (lerobot caps the delay by the horizon instead, leaving the later ones unguided)
+        settings = self.rtc
+        if self.inference_delay > settings.execution_horizon:
+            settings = dataclasses.replace(settings, execution_horizon=self.inference_delay)
         inputs = self.model.action_inputs(tables, cache)
         return rtc.integrate(
             lambda x, t: self.model.velocity(inputs, x, t, cache),
             noise.to(self.model.device), self.model.config.num_denoise_steps,
-            previous.to(self.model.device), self.inference_delay, self.rtc)
+            previous.to(self.model.device), self.inference_delay, settings)

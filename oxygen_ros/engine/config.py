@@ -27,9 +27,12 @@ class EngineConfig:
     chunk_switch: str = "rtc"
     blend_s: float = 0.1                   # crossfade: a new chunk takes over over this long
     rtc_guidance: str = "error"            # error (lerobot 0.6.1's) or vjp (the paper's)
-    rtc_execution_horizon: int = 0         # steps guided toward the plan; 0: the whole chunk
-    rtc_prefix_attention_schedule: str = "linear"   # zeros, ones, linear, exp
-    rtc_max_guidance_weight: float = 10.0  # clip of the guidance weight (0: no guidance)
+    rtc_execution_horizon: int = 0         # steps guided toward the plan, at least the
+                                           # frozen ones; 0: all the plan still covers
+    rtc_prefix_attention_schedule: str = "exp"      # zeros, ones, linear, exp
+    # clip of the guidance weight (0: no guidance); higher: smoother switches but chunks
+    # that lag the task more (README "Chunk switching")
+    rtc_max_guidance_weight: float = 3.0
     deadline_margin_s: float = 0.02        # the successor chunk is due this much earlier
     language_floor: float = 0.1            # share of frame_period_s language always gets
     # -- requests

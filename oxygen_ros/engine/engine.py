@@ -262,7 +262,8 @@ class EngineCore:
 
     def _text(self, request: LanguageRequest, text: str, final: bool) -> None:
         self._emit(TextChunk(request.id, request.kind, request.seq, text, final,
-                             request.finish_reason if final else ""), self.on_text)
+                             request.finish_reason if final else "", request.frame_id),
+                   self.on_text)
         request.seq += 1
 
     def decode_to_completion(self, request: LanguageRequest, cache: KVCache) -> int:

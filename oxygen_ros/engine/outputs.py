@@ -1,6 +1,7 @@
 """What the engine emits: action chunks, streamed text, memory summaries, frame reports."""
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
@@ -24,6 +25,8 @@ class TextChunk:
     text: str
     final: bool
     finish_reason: str = ""      # on the final chunk: eos, length, timeout, queue_full, cancelled
+    frame_id: Optional[int] = None   # the frame whose observation the text is about (None:
+                                     # the request ended before it read one)
 
 
 @dataclass(frozen=True)

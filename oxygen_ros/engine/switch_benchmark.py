@@ -3,8 +3,8 @@
 one stream of observations and the same noise.
 
 For each simulated inference delay d (a fraction of the horizon H), chunk i is computed
-from the tabletop world seen at s_i = i·P steps (P = min(H/2, H - d)) and takes over at
-s_i + d, exactly as the ActionStream of the inference node would switch, commanding one
+from the tabletop world seen at s_i = i·P steps (P = period_steps, default the main job's
+frame period) and takes over at s_i + d, exactly as the ActionStream of the inference node would switch, commanding one
 step per action_dt. Per mode:
   switch_jump_ratio  largest command change (L2 over joints) at a switch — from the
                      takeover to the end of the fade — over the median step-to-step change
@@ -14,6 +14,9 @@ step per action_dt. Per mode:
                      the mode that moves more between switches);
   frozen_mae         mean |new chunk - plan in force| over the d steps that ran while the
                      chunk was computed (what RTC freezes), in command units;
+  track_error        mean |executed command - the world's expert at that moment| over the
+                     joint range (demo/score.py's action_error): what guiding each chunk
+                     toward the last costs the task;
 and rtc_cost_ratio: the guided sampler's time over the plain one's, measured alternately in
 the same run (per variant; the chunk's whole action path with prefill in
 action_path_cost_ratio).
@@ -29,6 +32,7 @@ import numpy as np
 
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.demo.observe import world_prefix
+from oxygen_ros.demo.score import action_error
 from oxygen_ros.demo.world import TabletopWorld
 from oxygen_ros.engine.action_stream import ActionStream
 from oxygen_ros.engine.action_task import ActionTask
@@ -40,13 +44,15 @@ from oxygen_ros.model.loading import LoadedModel
 @dataclass
 class SwitchWorkload:
     delays: tuple = (0.1, 0.3, 0.5)
-    chunks: int = 8
+    chunks: int = 30
+    period_steps: int = 10                # steps between chunks (the main job's 0.2 s frames
+                                          # at 50 Hz); 0: min(H/2, H - d)
     blend_s: float = 0.1
     dt: float = 0.02
     default_guidance: str = "error"
-    execution_horizon: int = 0            # 0: the whole chunk
-    schedule: str = "linear"
-    max_guidance_weight: float = 10.0
+    execution_horizon: int = EngineConfig.rtc_execution_horizon   # the engine's defaults
+    schedule: str = EngineConfig.rtc_prefix_attention_schedule
+    max_guidance_weight: float = EngineConfig.rtc_max_guidance_weight
     seed: int = 0
     world_seed: int = 1000
     guidance: tuple = ("vjp", "error")     # the RTC variants to run
@@ -85,8 +91,9 @@ def _run_delay(loaded: LoadedModel, workload: SwitchWorkload, fraction: float,
     horizon = loaded.model.config.action_horizon
     dt = workload.dt
     delay = max(1, round(fraction * horizon))
-    period = max(1, min(horizon // 2, horizon - delay))
-    observations = _Observations(loaded, TabletopWorld(workload.world_seed), dt)
+    period = workload.period_steps or max(1, min(horizon // 2, horizon - delay))
+    world = TabletopWorld(workload.world_seed)
+    observations = _Observations(loaded, world, dt)
     samplers = ["plain"] + [f"rtc_{variant}" for variant in workload.guidance]
     tasks = {sampler: _task(loaded, workload, sampler) for sampler in samplers}
     chunks = {sampler: [] for sampler in samplers}
@@ -103,16 +110,16 @@ def _run_delay(loaded: LoadedModel, workload: SwitchWorkload, fraction: float,
     # the yardstick: how the policy itself moves from step to step inside its chunks
     reference = float(np.median(np.concatenate([
         np.linalg.norm(np.diff(chunk, axis=0), axis=1) for chunk in chunks["plain"]])))
-    result = {sampler: _execute(chunks[sampler], period, delay, dt, 0.0, reference)
+    result = {sampler: _execute(chunks[sampler], period, delay, dt, 0.0, reference, world)
               for sampler in samplers[1:]}
     result["crossfade"] = _execute(chunks["plain"], period, delay, dt, workload.blend_s,
-                                   reference)
-    result["none"] = _execute(chunks["plain"], period, delay, dt, 0.0, reference)
+                                   reference, world)
+    result["none"] = _execute(chunks["plain"], period, delay, dt, 0.0, reference, world)
     return result
 
 
 def _execute(chunks: list, period: int, delay: int, dt: float, blend_s: float,
-             reference: float) -> dict:
+             reference: float, world: TabletopWorld) -> dict:
     """Command every step through an ActionStream; the switch metrics."""
     stream = ActionStream(blend_s)
     end = (len(chunks) - 1) * period + delay + period
@@ -142,7 +149,9 @@ def _execute(chunks: list, period: int, delay: int, dt: float, blend_s: float,
             "switch_jump_ratio_own": max(at_switch) / median_inside,
             "switch_jump_max": max(at_switch), "inside_step_median": median_inside,
             "reference_step_median": reference,
-            "frozen_mae": float(np.mean(frozen)), "switches": len(chunks) - 1,
+            "frozen_mae": float(np.mean(frozen)),
+            "track_error": action_error(world, [(k * dt, c) for k, c in steps.items()]),
+            "switches": len(chunks) - 1,
             "delay_steps": delay, "period_steps": period,
             "trajectory": [steps[k].tolist() for k in sorted(steps)]}
 
@@ -182,14 +191,16 @@ def run(loaded: LoadedModel, workload: SwitchWorkload, progress=lambda *_: None)
 def table(result: dict) -> str:
     lines = [f"model: {result['model']}; horizon {result['horizon']} steps, "
              f"{result['chunks']} chunks per delay",
-             f"{'mode':<10}" + "".join(f"  d={d:<4} jump  frozen" for d in result["delays"])]
+             f"{'mode':<10}" + "".join(f"  d={d:<4} jump  frozen  track"
+                                       for d in result["delays"])]
     for mode in ("rtc_vjp", "rtc_error", "crossfade", "none"):
         if mode not in result["modes"]:
             continue
         row = f"{mode:<10}"
         for d in result["delays"]:
             numbers = result["modes"][mode][str(d)]
-            row += f"  {numbers['switch_jump_ratio']:>10.2f} {numbers['frozen_mae']:>7.3f}"
+            row += (f"  {numbers['switch_jump_ratio']:>10.2f} {numbers['frozen_mae']:>7.3f}"
+                    f" {numbers['track_error']:>6.3f}")
         lines.append(row)
     for variant, numbers in result["cost"].items():
         lines.append(f"rtc {variant}: sampler {numbers['rtc_cost_ratio']:.2f}x the plain one "

@@ -32,6 +32,7 @@ class _Goal:
     done: Future
     pieces: list = field(default_factory=list)
     seq: int = 0
+    stamp: float = 0.0          # the observation the answer is about (ROS time)
 
 
 class DialogueRouter:
@@ -109,11 +110,13 @@ class DialogueRouter:
         except Exception:  # noqa: BLE001 - the server went away (cleanup): nobody to tell
             pass
         return Ask.Result(request_id=request_id, answer="".join(goal.pieces),
-                          finish_reason=reason)
+                          finish_reason=reason,
+                          observation_stamp=conversions.to_time(goal.stamp))
 
     # -- out (engine thread) ---------------------------------------------------------------
-    def on_text(self, chunk, now: float) -> None:
-        """A piece of an answer: to its topic client or its action goal."""
+    def on_text(self, chunk, stamp: float) -> None:
+        """A piece of an answer, stamped with the observation it is about: to its topic
+        client or its action goal."""
         with self._lock:
             route = self._routes.pop(chunk.request_id, None) if chunk.final \
                 else self._routes.get(chunk.request_id)
@@ -125,9 +128,10 @@ class DialogueRouter:
                 route.handle.publish_feedback(Ask.Feedback(seq=route.seq, text=chunk.text))
                 route.seq += 1
             if chunk.final:
+                route.stamp = stamp
                 route.done.set_result(chunk.finish_reason)
         elif route is not None:
-            self.publisher.publish(conversions.dialogue_msg(chunk, now, request_id=route))
+            self.publisher.publish(conversions.dialogue_msg(chunk, stamp, request_id=route))
 
     def abandon_all(self) -> None:
         """The engine is going away: every open goal ends (aborted, finish_reason shutdown)."""

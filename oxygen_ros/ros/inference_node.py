@@ -22,7 +22,7 @@ import dataclasses
 import sys
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from typing import Optional
 
 import numpy as np
@@ -47,6 +47,7 @@ from oxygen_ros.ros.dialogue_router import DialogueRouter
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.run_node import run_node
 
+FRAME_STAMPS_KEPT = 1024   # frames whose observation stamps answers can still cite
 BAD_INPUTS = {"future_stamp", "stale_stamp", "malformed_observation", "unknown_camera",
               "duplicate_camera", "bad_image", "wrong_image_size", "no_usable_camera",
               "missing_camera", "joint_names_mismatch", "joint_state_mismatch",
@@ -114,11 +115,12 @@ PARAMETERS = {
     "blend_s": (0.1, "chunk_switch crossfade: fade from the old to the new chunk this long"),
     "rtc_guidance": ("error", "rtc: error (lerobot 0.6.1's, no backward pass) or vjp (the "
                               "paper's, a backward pass through the action expert)"),
-    "rtc_execution_horizon": (0, "rtc: chunk steps guided toward the plan in force "
-                                 "(0: the whole chunk)"),
-    "rtc_prefix_attention_schedule": ("linear", "rtc: weights after the frozen steps: "
-                                                "zeros, ones, linear, exp"),
-    "rtc_max_guidance_weight": (10.0, "rtc: clip of the guidance weight (0: no guidance)"),
+    "rtc_execution_horizon": (0, "rtc: chunk steps guided toward the plan in force, at "
+                                 "least the frozen ones (0: all the plan still covers)"),
+    "rtc_prefix_attention_schedule": ("exp", "rtc: weights after the frozen steps: "
+                                             "zeros, ones, linear, exp"),
+    "rtc_max_guidance_weight": (3.0, "rtc: clip of the guidance weight (0: no guidance; "
+                                     "higher: smoother switches, more lag)"),
     "dry_run": (True, "compute and report, but publish no commands or trajectories"),
     "autostart": (True, "configure and activate at start; false: wait for a lifecycle manager"),
     "watchdog_ticks": (10, "control ticks without a fresh observation before stopping"),
@@ -229,6 +231,7 @@ class InferenceNode(LifecycleNode):
         # (Observation stamped on the engine clock, receipt monotonic time, ROS stamp)
         self._latest: Optional[tuple] = None
         self._frame_ros_stamp = 0.0                    # ROS stamp of the frame's observation
+        self._frame_ros_stamps: OrderedDict = OrderedDict()   # frame id -> that stamp (recent)
         self._stale = True
         self._last_command: Optional[np.ndarray] = None
         self._chunk_latencies: deque = deque(maxlen=50)
@@ -372,9 +375,10 @@ class InferenceNode(LifecycleNode):
         while not self._stop.is_set() and self.context.ok():
             latest = self._latest if self._fresh() else None
             observation = None
+            frames = self.engine.frames
             if latest is not None:
                 observation, _, self._frame_ros_stamp = latest
-            frames = self.engine.frames
+                self._remember_frame(frames, self._frame_ros_stamp)
             try:
                 pause = loop.run_once(observation)
             except Exception as error:  # a bad frame must not end the node
@@ -388,6 +392,13 @@ class InferenceNode(LifecycleNode):
                 self._frame_starts.append(self.engine.clock.now())
             if pause > 0 and self._wake.wait(pause):
                 self._wake.clear()
+
+    def _remember_frame(self, frame_id: int, ros_stamp: float) -> None:
+        """The ROS stamp of the observation a frame runs on, for the text about it (kept
+        for the last FRAME_STAMPS_KEPT frames: a request older than that has timed out)."""
+        self._frame_ros_stamps[frame_id] = ros_stamp
+        while len(self._frame_ros_stamps) > FRAME_STAMPS_KEPT:
+            self._frame_ros_stamps.popitem(last=False)
 
     def _on_chunk(self, chunk) -> None:
         self._chunk_latencies.append(chunk.latency_s)
@@ -411,7 +422,8 @@ class InferenceNode(LifecycleNode):
 
     def _on_text(self, chunk) -> None:
         if chunk.kind == "dialogue":  # memory text is published whole, as a MemorySummary
-            self.dialogue.on_text(chunk, self.get_clock().now().nanoseconds * 1e-9)
+            now = self.get_clock().now().nanoseconds * 1e-9
+            self.dialogue.on_text(chunk, self._frame_ros_stamps.get(chunk.frame_id, now))
 
     def _on_memory(self, summary) -> None:
         # the window's stamps back from the engine's clock to ROS time

@@ -10,6 +10,7 @@ from std_msgs.msg import Float64MultiArray
 
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary
 from oxygen_ros.ros import qos
+from oxygen_ros.ros.conversions import to_seconds
 
 
 class OutputMonitor(Node):
@@ -20,6 +21,7 @@ class OutputMonitor(Node):
         self.chunks = 0
         self.dialogue: dict[int, list[str]] = {}
         self.finished_dialogue: list[tuple[int, str]] = []
+        self.dialogue_stamps: dict[int, float] = {}   # request id -> the observation it reads
         self.summaries: list[str] = []
         self.diagnostics: dict[str, dict[str, str]] = {}
         self.create_subscription(Float64MultiArray, "/oxygen/joint_command",
@@ -41,6 +43,7 @@ class OutputMonitor(Node):
 
     def _on_dialogue(self, msg: DialogueChunk) -> None:
         self.dialogue.setdefault(msg.request_id, []).append(msg.text)
+        self.dialogue_stamps[msg.request_id] = to_seconds(msg.header.stamp)
         if msg.final:
             self.finished_dialogue.append((msg.request_id, "".join(self.dialogue[msg.request_id])))
 

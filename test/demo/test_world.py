@@ -56,6 +56,14 @@ def test_scores_judge_answers_memory_and_commands_by_the_ground_truth():
     dialogue = [(2.0, "are you done?"), (9.0, "are you done?")]
     rows = score.answer_scores(world, dialogue, ["no", "No."])
     assert [r["correct"] for r in rows] == [True, False] and score.accuracy(rows) == 0.5
+    # judged when the observation the answer read was taken: asked at 3.5 s during the
+    # grasp (which ends at 3.6 s), answered about the camera frame at 3.6 s
+    target = world.things[world.target].name
+    about = score.frame_time(3.6004, 15.0)   # restamped: publishing jitter
+    assert about == 3.6
+    rows = score.answer_scores(world, [(3.5, "what are you doing?")] * 2,
+                               [f"carrying the {target} to the bin"] * 2, [about, None])
+    assert [(r["about_s"], r["correct"]) for r in rows] == [(3.6, True), (3.5, False)]
     memory = score.memory_scores(world, [memory_line(world, 0, 4), "something else"], 4.0)
     assert [r["correct"] for r in memory] == [True, False]
     expert = [(t, world.joint_positions(t).tolist()) for t in np.arange(0, 10, 0.02)]
