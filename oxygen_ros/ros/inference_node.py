@@ -47,7 +47,7 @@ from oxygen_ros.ros.dialogue_router import DialogueRouter
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.run_node import run_node
 
-FRAME_STAMPS_KEPT = 1024   # frames whose observation stamps answers can still cite
+FRAME_STAMPS_KEPT = 4096   # frames whose observation stamps answers can still cite
 BAD_INPUTS = {"future_stamp", "stale_stamp", "malformed_observation", "unknown_camera",
               "duplicate_camera", "bad_image", "wrong_image_size", "no_usable_camera",
               "missing_camera", "joint_names_mismatch", "joint_state_mismatch",
@@ -395,7 +395,7 @@ class InferenceNode(LifecycleNode):
 
     def _remember_frame(self, frame_id: int, ros_stamp: float) -> None:
         """The ROS stamp of the observation a frame runs on, for the text about it (kept
-        for the last FRAME_STAMPS_KEPT frames: a request older than that has timed out)."""
+        for the last FRAME_STAMPS_KEPT frames: over request_timeout_s's 60 s at 60 Hz)."""
         self._frame_ros_stamps[frame_id] = ros_stamp
         while len(self._frame_ros_stamps) > FRAME_STAMPS_KEPT:
             self._frame_ros_stamps.popitem(last=False)
