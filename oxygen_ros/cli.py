@@ -621,8 +621,8 @@ def build_parser() -> argparse.ArgumentParser:
     switch.add_argument("--chunks", type=int, default=switch_defaults.chunks,
                         help="chunks per delay (switches = chunks - 1)")
     switch.add_argument("--period", type=int, default=switch_defaults.period_steps,
-                        help="steps between chunks (default: the main job's 0.2 s frames "
-                             "at 50 Hz; 0: min(H/2, H - delay))")
+                        help="steps between chunks, at most H - delay (default: the main "
+                             "job's 0.2 s frames at 50 Hz; 0: H/2)")
     switch.add_argument("--blend-s", type=float, default=switch_defaults.blend_s,
                         help="the cross-fade's length")
     switch.add_argument("--guidance", choices=["vjp", "error"],

@@ -4,7 +4,7 @@ one stream of observations and the same noise.
 
 For each simulated inference delay d (a fraction of the horizon H), chunk i is computed
 from the tabletop world seen at s_i = i·P steps (P = period_steps, default the main job's
-frame period) and takes over at s_i + d, exactly as the ActionStream of the inference node would switch, commanding one
+frame period, at most H - d) and takes over at s_i + d, exactly as the ActionStream of the inference node would switch, commanding one
 step per action_dt. Per mode:
   switch_jump_ratio  largest command change (L2 over joints) at a switch — from the
                      takeover to the end of the fade — over the median step-to-step change
@@ -46,7 +46,7 @@ class SwitchWorkload:
     delays: tuple = (0.1, 0.3, 0.5)
     chunks: int = 30
     period_steps: int = 10                # steps between chunks (the main job's 0.2 s frames
-                                          # at 50 Hz); 0: min(H/2, H - d)
+                                          # at 50 Hz; at most H - d); 0: H/2
     blend_s: float = 0.1
     dt: float = 0.02
     default_guidance: str = "error"
@@ -91,7 +91,8 @@ def _run_delay(loaded: LoadedModel, workload: SwitchWorkload, fraction: float,
     horizon = loaded.model.config.action_horizon
     dt = workload.dt
     delay = max(1, round(fraction * horizon))
-    period = workload.period_steps or max(1, min(horizon // 2, horizon - delay))
+    # a plan lasts until its successor takes over: at most H - d steps apart
+    period = max(1, min(workload.period_steps or horizon // 2, horizon - delay))
     world = TabletopWorld(workload.world_seed)
     observations = _Observations(loaded, world, dt)
     samplers = ["plain"] + [f"rtc_{variant}" for variant in workload.guidance]

@@ -20,6 +20,8 @@ def test_bench_switch_json_plot_and_frozen_steps(tmp_path):
     for delay in ("0.1", "0.3", "0.5"):
         numbers = {mode: data["modes"][mode][delay] for mode in data["modes"]}
         assert all(n["switches"] == 3 and n["switch_jump_ratio"] > 0 for n in numbers.values())
+        # every mode's executed commands are judged against the world's expert
+        assert all(0 < n["track_error"] < 1 for n in numbers.values()), numbers
         # the hard switch and the fade run the same plain chunks
         assert numbers["none"]["frozen_mae"] == numbers["crossfade"]["frozen_mae"]
         assert numbers["rtc_vjp"]["frozen_mae"] * 10 < numbers["none"]["frozen_mae"]

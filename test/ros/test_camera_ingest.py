@@ -70,7 +70,8 @@ def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, 
     assert summary["torch_threads"] >= 1
     # judged against the world's ground truth, with the shipped demo model (the random
     # small preset scores 0 and action_error ~0.35). The shipped model gets 5 of 6 answers
-    # of this world right (it names the red ball a block; issue 13 asks for 0.8): a guard.
+    # of this world right (it names the red ball a block; issue 13 asks for 0.8): the
+    # guard allows one more miss.
     # Both its summaries are right here, held to one of two: the previous model's copy of
     # the target's name flipped with the frame numbers the engine writes into the memory
     # prompt (training now varies them). Its executed commands are 0.08 of the joint range
@@ -81,7 +82,7 @@ def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, 
     for row in summary["answers"]:
         assert row["t"] - 0.5 <= row["about_s"] <= row["t"] + 1.0, row
         assert abs(row["about_s"] * 15 - round(row["about_s"] * 15)) < 1e-4, row
-    assert summary["answer_accuracy"] >= 0.5, summary["answers"]
+    assert summary["answer_accuracy"] >= 4 / 6, summary["answers"]
     assert summary["memory_summaries"] >= 2, summary["memory"]
     assert summary["memory_accuracy"] >= 0.5, summary["memory"]
     assert 0.0 < summary["action_error"] <= 0.12, summary["action_error"]
