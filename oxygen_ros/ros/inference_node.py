@@ -268,7 +268,7 @@ class InferenceNode(LifecycleNode):
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._engine_loop, name="oxygen-engine",
-                                        daemon=True)
+                                        args=(self.engine, self._stop), daemon=True)
         self._thread.start()
         self.get_logger().info(
             f"model {self.model.description}; {p('num_pages')} KV pages; "
@@ -283,6 +283,9 @@ class InferenceNode(LifecycleNode):
             self._stop.set()
             self._wake.set()
             self._thread.join(timeout=10.0)
+            if self._thread.is_alive():   # it owns its engine and stops after this frame
+                self.get_logger().warning("engine thread still in a frame after 10 s; it "
+                                          "stops when the frame ends")
             self._thread = None
         if getattr(self, "dialogue", None) is not None:
             self.dialogue.abandon_all()
@@ -370,12 +373,14 @@ class InferenceNode(LifecycleNode):
         latest = self._latest
         return latest is not None and time.monotonic() - latest[1] <= self.watchdog_s
 
-    def _engine_loop(self) -> None:
-        loop = FrameLoop(self.engine)
-        while not self._stop.is_set() and self.context.ok():
+    def _engine_loop(self, engine, stop: threading.Event) -> None:
+        # its own engine and stop event: a teardown that outwaits a slow frame, or a new
+        # configure after it, must not change them under the running frame
+        loop = FrameLoop(engine)
+        while not stop.is_set() and self.context.ok():
             latest = self._latest if self._fresh() else None
             observation = None
-            frames = self.engine.frames
+            frames = engine.frames
             if latest is not None:
                 observation, _, self._frame_ros_stamp = latest
                 self._remember_frame(frames, self._frame_ros_stamp)
@@ -387,9 +392,9 @@ class InferenceNode(LifecycleNode):
                 self.counters["engine_errors"] += 1
                 self.get_logger().error(f"engine frame failed: {error!r}",
                                         throttle_duration_sec=5.0)
-                pause = self.engine.config.frame_period_s
-            if self.engine.frames > frames:
-                self._frame_starts.append(self.engine.clock.now())
+                pause = engine.config.frame_period_s
+            if engine.frames > frames:
+                self._frame_starts.append(engine.clock.now())
             if pause > 0 and self._wake.wait(pause):
                 self._wake.clear()
 

@@ -24,10 +24,12 @@ def start_graph(processes, tmp_path, **inference):
     return ingest, node, camera
 
 
-def call(probe, client, request, timeout=30.0):
+def call(probe, client, request, node, timeout=30.0):
     assert client.wait_for_service(timeout_sec=timeout), client.srv_name
     future = client.call_async(request)
-    assert probe.spin(timeout, until=future.done), f"{client.srv_name} did not answer"
+    assert probe.spin(timeout, until=future.done), \
+        f"{client.srv_name} did not answer (node running: {node.poll() is None}):\n" \
+        + "".join(node.lines)[-3000:]
     return future.result()
 
 
@@ -39,11 +41,11 @@ def test_lifecycle_transitions_gate_the_commands_and_load_the_weights_once(
     get = probe.node.create_client(GetState, "/inference/get_state")
 
     def state():
-        return call(probe, get, GetState.Request()).current_state.label
+        return call(probe, get, GetState.Request(), node).current_state.label
 
     def transition(transition_id):
         assert call(probe, change, ChangeState.Request(
-            transition=Transition(id=transition_id))).success, "".join(node.lines)[-2000:]
+            transition=Transition(id=transition_id)), node).success, "".join(node.lines)[-2000:]
 
     try:
         assert state() == "unconfigured"
