@@ -15,9 +15,9 @@ tokens that already say what is where. Lookups are also taught where to look (th
 loss: from the reply to "where is the <thing>?" or "what colour is the <shape>?", and the
 shapes "what do you see?" names, the last layer's first head attends to the thing's
 patches): without it the text learns the target's gripper and bin from the state and
-guesses the rest. Frames are drawn half uniformly over the episode, half by phase,
-so the short grasp and release are asked about as often as the rest. Training worlds have seeds from
-TRAIN_SEEDS up; evaluation (and the demo, world 0) use unseen ones."""
+guesses the rest. Frames are drawn half uniformly over the episode, half by phase, so
+the short grasp and release are asked about as often as the rest. Training worlds have
+seeds from TRAIN_SEEDS up; evaluation (and the demo, world 0) use unseen ones."""
 
 import hashlib
 import json

@@ -4,8 +4,8 @@ one stream of observations and the same noise.
 
 For each simulated inference delay d (a fraction of the horizon H), chunk i is computed
 from the tabletop world seen at s_i = i·P steps (P = period_steps, default the main job's
-frame period, at most H - d) and takes over at s_i + d, exactly as the ActionStream of the inference node would switch, commanding one
-step per action_dt. Per mode:
+frame period, at most H - d) and takes over at s_i + d, exactly as the ActionStream of the
+inference node would switch, commanding one step per action_dt. Per mode:
   switch_jump_ratio  largest command change (L2 over joints) at a switch — from the
                      takeover to the end of the fade — over the median step-to-step change
                      inside the plain sampler's chunks (the policy's own motion: one
