@@ -487,7 +487,8 @@ def cmd_bench_switch(args: argparse.Namespace) -> int:
         delays=tuple(args.delays), chunks=args.chunks, period_steps=args.period,
         blend_s=args.blend_s,
         default_guidance=args.guidance, execution_horizon=args.execution_horizon,
-        schedule=args.schedule, max_guidance_weight=args.max_guidance_weight, seed=args.seed)
+        schedule=args.schedule, max_guidance_weight=args.max_guidance_weight, seed=args.seed,
+        world_seed=args.world)
     result = switch_benchmark.run(loaded, workload,
                                   progress=lambda line: print(line, file=sys.stderr))
     print(switch_benchmark.table(result))
@@ -637,6 +638,8 @@ def build_parser() -> argparse.ArgumentParser:
     switch.add_argument("--max-guidance-weight", type=float,
                         default=switch_defaults.max_guidance_weight)
     switch.add_argument("--seed", type=int, default=0)
+    switch.add_argument("--world", type=int, default=switch_defaults.world_seed,
+                        help="the tabletop world the observations come from")
     switch.add_argument("--threads", type=int, default=0,
                         help="torch CPU threads (default 0: all cores but one)")
     switch.add_argument("--json", help="write the numbers here and the plot beside (.png)")
