@@ -230,8 +230,8 @@ class InferenceNode(LifecycleNode):
         self.stream = ActionStream(p("blend_s") if p("chunk_switch") == "crossfade" else 0.0)
         # (Observation stamped on the engine clock, receipt monotonic time, ROS stamp)
         self._latest: Optional[tuple] = None
-        # frame id -> the ROS stamp of the observation it runs on (recent frames)
-        self._frame_ros_stamps: OrderedDict = OrderedDict()
+        self._frame_ros_stamp = 0.0                    # ROS stamp of the frame's observation
+        self._frame_ros_stamps: OrderedDict = OrderedDict()   # frame id -> that stamp (recent)
         self._stale = True
         self._last_command: Optional[np.ndarray] = None
         self._chunk_latencies: deque = deque(maxlen=50)
@@ -382,8 +382,8 @@ class InferenceNode(LifecycleNode):
             observation = None
             frames = engine.frames
             if latest is not None:
-                observation, _, ros_stamp = latest
-                self._remember_frame(frames, ros_stamp)
+                observation, _, self._frame_ros_stamp = latest
+                self._remember_frame(frames, self._frame_ros_stamp)
             try:
                 pause = loop.run_once(observation)
             except Exception as error:  # a bad frame must not end the node
@@ -399,7 +399,7 @@ class InferenceNode(LifecycleNode):
                 self._wake.clear()
 
     def _remember_frame(self, frame_id: int, ros_stamp: float) -> None:
-        """The ROS stamp of the observation a frame runs on, for its chunk and text (kept
+        """The ROS stamp of the observation a frame runs on, for the text about it (kept
         for the last FRAME_STAMPS_KEPT frames: over request_timeout_s's 60 s at 60 Hz)."""
         self._frame_ros_stamps[frame_id] = ros_stamp
         while len(self._frame_ros_stamps) > FRAME_STAMPS_KEPT:
@@ -415,7 +415,7 @@ class InferenceNode(LifecycleNode):
         if not np.isfinite(actions).all():
             return self._bad_input("non_finite_chunk", f"frame {chunk.frame_id} dropped")
         now = self.get_clock().now().nanoseconds * 1e-9
-        stamp = self._frame_ros_stamps[chunk.frame_id]   # its observation, in ROS time
+        stamp = self._frame_ros_stamp     # the chunk's observation, in ROS time
         self.stream.push(actions, stamp, self.action_dt, now)
         self.chunk_pub.publish(conversions.action_chunk_msg(
             chunk.frame_id, stamp, chunk.actions, self.action_dt, self.joint_names))
