@@ -410,6 +410,56 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evaluate_demo(args: argparse.Namespace) -> int:
+    """Judge a demo checkpoint on unseen tabletop worlds: every question at five moments,
+    memory and actions (the manifest's metrics), and the demo's own questions on the frames
+    make run answers them over."""
+    from oxygen_ros.demo.evaluate import demo_moments, evaluate
+    from oxygen_ros.engine.threads import apply_torch_threads
+    from oxygen_ros.model.loading import load_model, resolve
+
+    if args.worlds < 1 or args.first_world < 0:
+        print("oxygen-ros evaluate-demo: --worlds must be at least 1 and --first-world at "
+              "least 0", file=sys.stderr)
+        return 2
+    apply_torch_threads(args.threads)
+    try:
+        loaded = load_model(checkpoint=args.checkpoint)
+    except (ValueError, OSError) as error:       # CheckpointError is a ValueError
+        print(f"oxygen-ros evaluate-demo: {error}", file=sys.stderr)
+        return 2
+    model = loaded.model.eval()
+    if model.config.tokenizer != "bytes" or loaded.normalization.actions is None:
+        print(f"oxygen-ros evaluate-demo: {args.checkpoint} is not a train-demo checkpoint "
+              "(byte tokenizer and action statistics)", file=sys.stderr)
+        return 2
+    result = {"checkpoint": args.checkpoint,
+              "unseen_worlds": evaluate(model, loaded.normalization, worlds=args.worlds,
+                                        first_world=args.first_world),
+              "demo_moments": demo_moments(model, loaded.normalization, worlds=args.worlds,
+                                           first_world=args.first_world)}
+    manifest_path = resolve(args.checkpoint)
+    manifest_path = (manifest_path if manifest_path.is_dir() else manifest_path.parent) \
+        / "manifest.json"
+    if manifest_path.exists() and args.first_world == 0:
+        shipped = json.loads(manifest_path.read_text())["metrics"]
+        if shipped["worlds"] == args.worlds:
+            measured = result["unseen_worlds"]
+            result["manifest_metrics_match"] = all(
+                abs(measured[key] - shipped[key]) < 1e-6
+                for key in ("answer_accuracy", "memory_accuracy", "action_error"))
+    moments = result["demo_moments"]
+    for moment, accuracy in moments["answer_accuracy_by_moment"].items():
+        print(f"demo question at {moment}: {accuracy:.2f}", file=sys.stderr)
+    for miss in moments["misses"]:
+        print(f"  world {miss['world']} at {miss['t']:.2f} s: {miss['question']!r} -> "
+              f"{miss['answer']!r} (truth {miss['truth']!r})", file=sys.stderr)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Describe a π0.5 checkpoint: format, dimensions, parameters, memory for weights + KV."""
     from oxygen_ros.model import checkpoint
@@ -687,6 +737,18 @@ def build_parser() -> argparse.ArgumentParser:
                             help="matmuls of the training passes (bfloat16 autocast, float32 "
                                  "weights; default bf16: fast on CPUs with AVX512-BF16)")
     train_demo.set_defaults(func=cmd_train_demo)
+
+    evaluate_demo = sub.add_parser("evaluate-demo", help=cmd_evaluate_demo.__doc__)
+    evaluate_demo.add_argument("--checkpoint", default="package://oxygen_ros/models/demo",
+                               help="a train-demo checkpoint (default the shipped one)")
+    evaluate_demo.add_argument("--worlds", type=int, default=24,
+                               help="unseen worlds to judge on (default 24, as the manifest)")
+    evaluate_demo.add_argument("--first-world", type=int, default=0,
+                               help="seed of the first (training worlds start at 10000)")
+    evaluate_demo.add_argument("--threads", type=int, default=0,
+                               help="torch threads (default 0: all cores but one)")
+    evaluate_demo.add_argument("--json", help="also write the result to this JSON file")
+    evaluate_demo.set_defaults(func=cmd_evaluate_demo)
 
     bench_ingest = sub.add_parser("bench-ingest", help=cmd_bench_ingest.__doc__)
     bench_ingest.add_argument("--size", type=int, default=112,

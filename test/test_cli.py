@@ -9,7 +9,7 @@ import pytest
 
 CLI = Path(sys.prefix) / "bin" / "oxygen-ros"
 VERBS = ["demo", "run", "replay", "make-demo-bag", "inspect", "bench", "bench-model",
-         "bench-switch", "bench-ingest", "train-demo"]
+         "bench-switch", "bench-ingest", "train-demo", "evaluate-demo"]
 
 
 def clean_shell(*args):
@@ -78,3 +78,15 @@ def test_gpu_check_without_torch_says_which_python_to_use():
     result = subprocess.run([sys.executable, "-S", str(script), "--device", "cpu"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "has no torch" in result.stderr
+
+
+def test_evaluate_demo_refuses_bad_input_in_one_line(tmp_path):
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / "model.safetensors").write_bytes(b"not safetensors")
+    cases = [(("--checkpoint", str(tmp_path / "missing")), "no such checkpoint"),
+             (("--checkpoint", str(tmp_path / "garbage")), "not a readable safetensors file"),
+             (("--worlds", "0"), "--worlds must be at least 1")]
+    for args, message in cases:
+        result = run_cli("evaluate-demo", *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)

@@ -1,14 +1,16 @@
 """Judges a demo model on unseen tabletop worlds through the inference path (paged prefix,
 prompt extension, greedy decoding, the flow sampler): answer accuracy, memory accuracy
-and action error, as the running system would produce them."""
+and action error, as the running system would produce them; and the demo's own questions
+on the camera frames `make run` answers them over."""
 
+import math
 from collections import Counter
 
 import numpy as np
 import torch
 
 from oxygen_ros.cache.kv_cache import KVCache
-from oxygen_ros.demo.questions import memory_line, questions
+from oxygen_ros.demo.questions import DEMO_QUESTIONS, demo_dialogue, memory_line, questions
 from oxygen_ros.demo.score import JOINT_RANGE
 from oxygen_ros.demo.world import TabletopWorld
 from oxygen_ros.engine.config import EngineConfig
@@ -87,3 +89,39 @@ def kind(question: str) -> str:
         if question.startswith(stem):
             return stem
     return question
+
+
+@torch.inference_mode()
+def demo_moments(model: Pi05Model, normalization: Normalization, worlds: int = 24,
+                 first_world: int = 0, camera_hz: float = 15.0, window_s: float = 0.14) -> dict:
+    """The demo's questions (what `make run` asks, at its moments) on every camera frame an
+    answer there can read: the engine answers over the newest frame when it takes a
+    question up, one taken from the question's moment to window_s later. The accuracy
+    `make run` can expect from a model on unseen worlds, and each miss."""
+    from oxygen_ros.demo.train import Sampler
+
+    sampler = Sampler(model, normalization, seed=0)
+    tokenizer = ByteTokenizer()
+    right, asked, misses = Counter(), Counter(), []
+    for seed in range(first_world, first_world + worlds):
+        world = TabletopWorld(seed)
+        for (moment, question), (_, template) in zip(demo_dialogue(world), DEMO_QUESTIONS):
+            for frame in range(math.ceil(moment * camera_hz - 1e-9),
+                               math.floor((moment + window_s) * camera_hz + 1e-9) + 1):
+                t = frame / camera_hz
+                cache = KVCache.for_model(model.config, num_pages=64, page_size=16)
+                base = model.prefill(sampler.observation(world, t), cache)
+                prompt = tokenizer.encode(TEMPLATES.dialogue_template.format(text=question),
+                                          bos=False)
+                answer = greedy(model, cache, base, prompt)
+                truth = dict(questions(world, t))[question]
+                key = f"{moment:g} s {template}"
+                right[key] += answer == truth
+                asked[key] += 1
+                if answer != truth:
+                    misses.append({"world": seed, "t": round(t, 3), "question": question,
+                                   "answer": answer, "truth": truth})
+    return {"answer_accuracy": sum(right.values()) / sum(asked.values()), "worlds": worlds,
+            "first_world": first_world, "questions": sum(asked.values()),
+            "answer_accuracy_by_moment": {k: right[k] / asked[k] for k in asked},
+            "misses": misses}

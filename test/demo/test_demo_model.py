@@ -3,6 +3,7 @@ saw (training worlds are seeds 10 000 and up): answers and memory summaries are 
 the executed actions follow the expert; the baselines say exactly the same; and a
 question is answered about the frame it was asked on, however requests interleave."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.demo.episode import demo_engine_config, run_episode
-from oxygen_ros.demo.evaluate import greedy
+from oxygen_ros.demo.evaluate import evaluate, greedy
 from oxygen_ros.demo.observe import world_prefix
 from oxygen_ros.demo.questions import demo_dialogue, questions
 from oxygen_ros.demo.world import TabletopWorld
@@ -83,6 +84,20 @@ def test_the_baselines_give_the_same_answers_and_summaries(demo, oxygen_episodes
     reference = oxygen_episodes[seed]
     assert [r["answer"] for r in episode.answers] == [r["answer"] for r in reference.answers]
     assert [r["summary"] for r in episode.memory] == [r["summary"] for r in reference.memory]
+
+
+def test_the_shipped_manifest_states_the_shipped_weights_metrics(demo):
+    """models/demo/manifest.json's metrics are what these weights score now (a stale
+    manifest, or weights replaced without retraining, fail here)."""
+    model, normalization = demo
+    manifest = json.loads((Path(__file__).resolve().parents[2] / "models" / "demo"
+                           / "manifest.json").read_text())["metrics"]
+    measured = evaluate(model, normalization, worlds=manifest["worlds"])
+    assert measured["questions"] == manifest["questions"]
+    for key in ("answer_accuracy", "memory_accuracy", "action_error"):
+        assert abs(measured[key] - manifest[key]) < 1e-6, (key, measured, manifest)
+    assert measured["answer_accuracy_by_question"] == pytest.approx(
+        manifest["answer_accuracy_by_question"], abs=1e-9)
 
 
 def alone(model, normalization, world: TabletopWorld, t: float, question: str) -> str:

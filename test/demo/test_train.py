@@ -2,6 +2,10 @@
 and writes a lerobot pi05 checkpoint that the product's own loader runs."""
 
 import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -37,6 +41,20 @@ def test_a_short_training_lowers_the_losses_and_saves_a_loadable_checkpoint(tmp_
                   progress=lambda *_: None)
     assert again["model_safetensors_sha256"] == digest                 # same seed, same model
     assert np.isclose(again["loss"]["text"]["last"], loss["text"]["last"])
+    # evaluate-demo judges the saved checkpoint as the training judged the model it saved
+    result = subprocess.run([sys.executable, "-m", "oxygen_ros.cli", "evaluate-demo",
+                             "--checkpoint", str(tmp_path / "a"), "--worlds", "1"],
+                            capture_output=True, text=True, timeout=300,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0, result.stderr
+    judged = json.loads(result.stdout)
+    assert judged["manifest_metrics_match"] is True, (judged, manifest["metrics"])
+    assert judged["unseen_worlds"]["questions"] == manifest["metrics"]["questions"]
+    # the demo's six questions, on each camera frame (15 Hz) from the moment to 0.14 s later
+    moments = judged["demo_moments"]
+    assert moments["questions"] == 2 + 2 + 3 + 2 + 3 + 2
+    assert len(moments["answer_accuracy_by_moment"]) == 6
+    assert len(moments["misses"]) == round((1 - moments["answer_accuracy"]) * 14)
 
 
 def test_patch_targets_name_what_the_base_camera_shows_there():
