@@ -97,7 +97,8 @@ def demo_moments(model: Pi05Model, normalization: Normalization, worlds: int = 2
     """The demo's questions (what `make run` asks, at its moments) on every camera frame an
     answer there can read: the engine answers over the newest frame when it takes a
     question up, one taken from the question's moment to window_s later. The accuracy
-    `make run` can expect from a model on unseen worlds, and each miss."""
+    `make run` can expect from a model on unseen worlds, and each miss. camera_hz: the
+    demo bag's camera rate (ros/bag.py's DemoBagSpec)."""
     from oxygen_ros.demo.train import Sampler
 
     sampler = Sampler(model, normalization, seed=0)
