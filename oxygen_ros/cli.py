@@ -418,45 +418,64 @@ def cmd_evaluate_demo(args: argparse.Namespace) -> int:
     from oxygen_ros.engine.threads import apply_torch_threads
     from oxygen_ros.model.loading import load_model, resolve
 
-    if args.worlds < 1 or args.first_world < 0:
-        print("oxygen-ros evaluate-demo: --worlds must be at least 1 and --first-world at "
-              "least 0", file=sys.stderr)
+    def refuse(message: str) -> int:
+        print(f"oxygen-ros evaluate-demo: {message}", file=sys.stderr)
         return 2
-    apply_torch_threads(args.threads)
+
+    if args.worlds < 1:
+        return refuse(f"--worlds must be at least 1, not {args.worlds}")
+    if args.first_world < 0:
+        return refuse(f"--first-world must be at least 0, not {args.first_world}")
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        return refuse(f"--json {args.json}: no such directory")
     try:
+        apply_torch_threads(args.threads)
         loaded = load_model(checkpoint=args.checkpoint)
     except (ValueError, OSError) as error:       # CheckpointError is a ValueError
-        print(f"oxygen-ros evaluate-demo: {error}", file=sys.stderr)
-        return 2
+        return refuse(str(error))
     model = loaded.model.eval()
     if model.config.tokenizer != "bytes" or loaded.normalization.actions is None:
-        print(f"oxygen-ros evaluate-demo: {args.checkpoint} is not a train-demo checkpoint "
-              "(byte tokenizer and action statistics)", file=sys.stderr)
-        return 2
+        return refuse(f"{args.checkpoint} is not a train-demo checkpoint (byte tokenizer and "
+                      "action statistics)")
     result = {"checkpoint": args.checkpoint,
               "unseen_worlds": evaluate(model, loaded.normalization, worlds=args.worlds,
                                         first_world=args.first_world),
               "demo_moments": demo_moments(model, loaded.normalization, worlds=args.worlds,
                                            first_world=args.first_world)}
-    manifest_path = resolve(args.checkpoint)
-    manifest_path = (manifest_path if manifest_path.is_dir() else manifest_path.parent) \
-        / "manifest.json"
-    if manifest_path.exists() and args.first_world == 0:
+    measured, moments = result["unseen_worlds"], result["demo_moments"]
+    last = args.first_world + args.worlds - 1
+    print(f"unseen worlds {args.first_world}-{last}: answers {measured['answer_accuracy']:.3f} "
+          f"({measured['questions']} questions), memory {measured['memory_accuracy']:.3f} "
+          f"({measured['memory_requests']}), action error {measured['action_error']:.4f}",
+          file=sys.stderr)
+    path = resolve(args.checkpoint)
+    manifest_path = (path if path.is_dir() else path.parent) / "manifest.json"
+    if manifest_path.exists():
         shipped = json.loads(manifest_path.read_text())["metrics"]
-        if shipped["worlds"] == args.worlds:
-            measured = result["unseen_worlds"]
+        if args.first_world == 0 and shipped["worlds"] == args.worlds:
             result["manifest_metrics_match"] = all(
                 abs(measured[key] - shipped[key]) < 1e-6
                 for key in ("answer_accuracy", "memory_accuracy", "action_error"))
-    moments = result["demo_moments"]
+            print("the manifest's metrics: " + ("equal" if result["manifest_metrics_match"]
+                                                else f"DIFFERENT (manifest: {shipped})"),
+                  file=sys.stderr)
+        else:
+            print(f"the manifest's metrics: not compared (they judge worlds 0-"
+                  f"{shipped['worlds'] - 1})", file=sys.stderr)
+    print(f"demo questions on the frames make run answers them over: "
+          f"{moments['answer_accuracy']:.3f} ({moments['questions']} questions)", file=sys.stderr)
     for moment, accuracy in moments["answer_accuracy_by_moment"].items():
-        print(f"demo question at {moment}: {accuracy:.2f}", file=sys.stderr)
+        print(f"  at {moment}: {accuracy:.2f}", file=sys.stderr)
+    if moments["misses"]:
+        print("misses:", file=sys.stderr)
     for miss in moments["misses"]:
         print(f"  world {miss['world']} at {miss['t']:.2f} s: {miss['question']!r} -> "
               f"{miss['answer']!r} (truth {miss['truth']!r})", file=sys.stderr)
-    print(json.dumps(result, indent=2))
+    text = json.dumps(result, indent=2) + "\n"
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        Path(args.json).write_text(text)
+    else:
+        print(text, end="")
     return 0
 
 
@@ -740,14 +759,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate_demo = sub.add_parser("evaluate-demo", help=cmd_evaluate_demo.__doc__)
     evaluate_demo.add_argument("--checkpoint", default="package://oxygen_ros/models/demo",
-                               help="a train-demo checkpoint (default the shipped one)")
+                               help="a train-demo checkpoint directory or its model.safetensors "
+                                    "(default the shipped one)")
     evaluate_demo.add_argument("--worlds", type=int, default=24,
                                help="unseen worlds to judge on (default 24, as the manifest)")
     evaluate_demo.add_argument("--first-world", type=int, default=0,
-                               help="seed of the first (training worlds start at 10000)")
+                               help="seed of the first (default 0; training worlds start at "
+                                    "10000; compared with the manifest only from 0)")
     evaluate_demo.add_argument("--threads", type=int, default=0,
                                help="torch threads (default 0: all cores but one)")
-    evaluate_demo.add_argument("--json", help="also write the result to this JSON file")
+    evaluate_demo.add_argument("--json", help="write the result's JSON to this file instead "
+                                              "of stdout (the report goes to stderr)")
     evaluate_demo.set_defaults(func=cmd_evaluate_demo)
 
     bench_ingest = sub.add_parser("bench-ingest", help=cmd_bench_ingest.__doc__)

@@ -85,7 +85,10 @@ def test_evaluate_demo_refuses_bad_input_in_one_line(tmp_path):
     (tmp_path / "garbage" / "model.safetensors").write_bytes(b"not safetensors")
     cases = [(("--checkpoint", str(tmp_path / "missing")), "no such checkpoint"),
              (("--checkpoint", str(tmp_path / "garbage")), "not a readable safetensors file"),
-             (("--worlds", "0"), "--worlds must be at least 1")]
+             (("--worlds", "0"), "--worlds must be at least 1"),
+             (("--first-world", "-5"), "--first-world must be at least 0"),
+             (("--threads", "-3"), "torch_threads must be 0"),
+             (("--json", str(tmp_path / "no" / "x.json")), "no such directory")]
     for args, message in cases:
         result = run_cli("evaluate-demo", *args)
         assert result.returncode == 2, (args, result.stderr)

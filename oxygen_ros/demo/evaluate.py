@@ -116,7 +116,7 @@ def demo_moments(model: Pi05Model, normalization: Normalization, worlds: int = 2
                                           bos=False)
                 answer = greedy(model, cache, base, prompt)
                 truth = dict(questions(world, t))[question]
-                key = f"{moment:g} s {template}"
+                key = f"{moment:g} s {template.format(target='<target>')!r}"
                 right[key] += answer == truth
                 asked[key] += 1
                 if answer != truth:
