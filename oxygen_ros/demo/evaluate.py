@@ -34,6 +34,19 @@ def greedy(model: Pi05Model, cache: KVCache, base, prompt: list[int], limit: int
     return tokenizer.decode(out)
 
 
+def prefilled(model: Pi05Model, prefix) -> tuple[KVCache, object]:
+    """A fresh cache holding one frame's prefix, and that prefix's page table."""
+    cache = KVCache.for_model(model.config, num_pages=64, page_size=16)
+    return cache, model.prefill(prefix, cache)
+
+
+def reply(model: Pi05Model, cache: KVCache, base, question: str) -> str:
+    """The greedy answer to a question asked in the engine's dialogue template over base."""
+    prompt = ByteTokenizer().encode(TEMPLATES.dialogue_template.format(text=question),
+                                    bos=False)
+    return greedy(model, cache, base, prompt)
+
+
 @torch.inference_mode()
 def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
              first_world: int = 0, times=(1.0, 3.3, 5.0, 7.0, 9.5)) -> dict:
@@ -50,13 +63,9 @@ def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
     for seed in range(first_world, first_world + worlds):
         world = TabletopWorld(seed)
         for t in times:
-            cache = KVCache.for_model(model.config, num_pages=64, page_size=16)
-            prefix = sampler.observation(world, t)
-            base = model.prefill(prefix, cache)
+            cache, base = prefilled(model, sampler.observation(world, t))
             for question, truth in questions(world, t):
-                prompt = tokenizer.encode(TEMPLATES.dialogue_template.format(text=question),
-                                          bos=False)
-                right[kind(question)] += greedy(model, cache, base, prompt) == truth
+                right[kind(question)] += reply(model, cache, base, question) == truth
                 asked[kind(question)] += 1
             noise = torch.randn(1, model.config.action_horizon, model.config.action_dim,
                                 generator=generator)
@@ -66,8 +75,7 @@ def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
             errors.append(np.abs(actions[:, :expert.shape[1]] - expert).mean() / JOINT_RANGE)
         for window in (1, 2):
             t = window * MEMORY_PERIOD_S + 0.1
-            cache = KVCache.for_model(model.config, num_pages=64, page_size=16)
-            base = model.prefill(sampler.observation(world, t), cache)
+            cache, base = prefilled(model, sampler.observation(world, t))
             previous = memory_line(world, (window - 1) * MEMORY_PERIOD_S - MEMORY_PERIOD_S,
                                    (window - 1) * MEMORY_PERIOD_S) if window > 1 else ""
             # numbered as the engine numbers frames at the demo's 5 Hz
@@ -102,21 +110,16 @@ def demo_moments(model: Pi05Model, normalization: Normalization, worlds: int = 2
     from oxygen_ros.demo.train import Sampler
 
     sampler = Sampler(model, normalization, seed=0)
-    tokenizer = ByteTokenizer()
     right, asked, misses = Counter(), Counter(), []
     for seed in range(first_world, first_world + worlds):
         world = TabletopWorld(seed)
         for (moment, question), (_, template) in zip(demo_dialogue(world), DEMO_QUESTIONS):
+            key = f"{moment:g} s {template.format(target='<target>')!r}"
             for frame in range(math.ceil(moment * camera_hz - 1e-9),
                                math.floor((moment + window_s) * camera_hz + 1e-9) + 1):
                 t = frame / camera_hz
-                cache = KVCache.for_model(model.config, num_pages=64, page_size=16)
-                base = model.prefill(sampler.observation(world, t), cache)
-                prompt = tokenizer.encode(TEMPLATES.dialogue_template.format(text=question),
-                                          bos=False)
-                answer = greedy(model, cache, base, prompt)
+                answer = reply(model, *prefilled(model, sampler.observation(world, t)), question)
                 truth = dict(questions(world, t))[question]
-                key = f"{moment:g} s {template.format(target='<target>')!r}"
                 right[key] += answer == truth
                 asked[key] += 1
                 if answer != truth:

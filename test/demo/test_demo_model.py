@@ -9,14 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.demo.episode import demo_engine_config, run_episode
-from oxygen_ros.demo.evaluate import evaluate, greedy
+from oxygen_ros.demo.evaluate import evaluate, prefilled, reply
 from oxygen_ros.demo.observe import world_prefix
 from oxygen_ros.demo.questions import demo_dialogue, questions
 from oxygen_ros.demo.world import TabletopWorld
 from oxygen_ros.engine.baselines import IsolatedEngine, SharedKVEngine
-from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.model.loading import load_model
 from oxygen_ros.model.tokenizer import ByteTokenizer
@@ -102,12 +100,8 @@ def test_the_shipped_manifest_states_the_shipped_weights_metrics(demo):
 
 def alone(model, normalization, world: TabletopWorld, t: float, question: str) -> str:
     """The answer decoded over frame t's prefix and nothing else."""
-    cache = KVCache.for_model(model.config, num_pages=64, page_size=16)
-    base = model.prefill(world_prefix(world, t, model.config, ByteTokenizer(), normalization),
-                         cache)
-    prompt = ByteTokenizer().encode(EngineConfig().dialogue_template.format(text=question),
-                                    bos=False)
-    return greedy(model, cache, base, prompt)
+    prefix = world_prefix(world, t, model.config, ByteTokenizer(), normalization)
+    return reply(model, *prefilled(model, prefix), question)
 
 
 @pytest.mark.parametrize("draw", range(4))
