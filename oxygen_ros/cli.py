@@ -732,8 +732,8 @@ def build_parser() -> argparse.ArgumentParser:
     train_demo = sub.add_parser("train-demo", help=cmd_train_demo.__doc__)
     train_demo.add_argument("--out", default="build/demo_checkpoint",
                             help="checkpoint directory (default build/demo_checkpoint)")
-    train_demo.add_argument("--steps", type=int, default=1450,
-                            help="joint training steps (default 1450)")
+    train_demo.add_argument("--steps", type=int, default=2000,
+                            help="joint training steps (default 2000)")
     train_demo.add_argument("--vision-steps", type=int, default=1000,
                             help="steps of the auxiliary patch loss alone before the joint "
                                  "training (default 1000; 2 x seeing-batch frames each)")

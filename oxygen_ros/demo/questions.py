@@ -1,7 +1,7 @@
 """Questions about a TabletopWorld and their true answers at any time, and the true memory
 line for a window of time: the ground truth the demo model is trained on and judged by."""
 
-from oxygen_ros.demo.world import COLORS, PHASES, TabletopWorld
+from oxygen_ros.demo.world import COLORS, HELD_S, PHASES, TabletopWorld
 
 NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four"}
 PLACES = ("on the left", "on the right", "at the front", "at the back", "in the gripper",
@@ -55,7 +55,7 @@ def questions(world: TabletopWorld, t: float) -> list[tuple[str, str]]:
 def memory_line(world: TabletopWorld, start: float, end: float) -> str:
     """What happened between start and end (the events whose moment falls inside)."""
     target = world.things[world.target].name
-    events = {PHASES[0][1]: f"reached the {target}", PHASES[1][1]: f"picked up the {target}",
+    events = {PHASES[0][1]: f"reached the {target}", HELD_S: f"picked up the {target}",
               PHASES[3][1]: f"put the {target} in the bin"}
     happened = [text for moment, text in sorted(events.items()) if start < moment <= end]
     return ", then ".join(happened) if happened else doing(world, end)

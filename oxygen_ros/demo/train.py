@@ -16,7 +16,7 @@ loss: from the reply to "where is the <thing>?" or "what colour is the <shape>?"
 shapes "what do you see?" names, the last layer's first head attends to the thing's
 patches): without it the text learns the target's gripper and bin from the state and
 guesses the rest. Frames are drawn half uniformly over the episode, half by phase, so
-the short grasp and release are asked about as often as the rest. Training worlds have
+the short release is asked about as often as the rest. Training worlds have
 seeds from TRAIN_SEEDS up; evaluation (and the demo, world 0) use unseen ones."""
 
 import hashlib
@@ -54,7 +54,7 @@ PATCH_CLASSES = (1 + len(COLORS), 1 + len(SHAPES), 1 + len(PLACES))
 
 @dataclass
 class TrainConfig:
-    steps: int = 1450
+    steps: int = 2000
     batch: int = 8                 # frames per step; every question about each is packed
     lr: float = 1e-3
     seed: int = 0
@@ -152,7 +152,7 @@ class Sampler:
 
     def moment(self) -> float:
         """A time in the episode: half the time anywhere, half the time inside a phase
-        drawn uniformly, so the short grasp and release get their share of questions."""
+        drawn uniformly, so the short release gets its share of questions."""
         if self.rng.random() < 0.5:
             return self.rng.uniform(0, EPISODE_S)
         bounds = [0.0, *(end for _, end in PHASES), EPISODE_S]
@@ -213,8 +213,9 @@ class Sampler:
 def patch_targets(world: TabletopWorld, t: float, vision) -> np.ndarray:
     """[patches, 3] (colour, shape, place) indices of the thing nearest each patch of the
     base camera's letterboxed frame that the thing's drawing touches, counted from 1 in
-    COLORS, SHAPES and questions.PLACES; (0, 0, 0) where none does. The geometry is
-    world.frame's (camera 0) followed by the letterbox of observe.py."""
+    COLORS, SHAPES and questions.PLACES; (0, 0, 0) where none does. The carried thing,
+    drawn on top, owns every patch it touches. The geometry is world.frame's (camera 0)
+    followed by the letterbox of observe.py."""
     height, width = CAMERA_SIZE
     side = max(height, width)
     scale = side / BASE_VIEW * vision.image_size / side    # table units -> model pixels
@@ -224,8 +225,9 @@ def patch_targets(world: TabletopWorld, t: float, vision) -> np.ndarray:
     out = np.zeros((n * n, 3), np.int64)
     best = np.full(n * n, np.inf)
     lo = np.arange(n) * patch
-    for index, thing in enumerate(world.things):
-        x, y, z, _ = world.where(index, t)
+    for index in world.drawing_order(t):
+        thing = world.things[index]
+        x, y, z, where = world.where(index, t)
         cx, cy = vision.image_size / 2 + x * scale, top + vision.image_size / 2 + y * scale
         radius = THING_RADIUS * scale * (1 + z)
         half_width = radius * (1.5 if thing.shape == "box" else 1.0)
@@ -233,7 +235,8 @@ def patch_targets(world: TabletopWorld, t: float, vision) -> np.ndarray:
         dy = np.maximum(np.maximum(lo - cy, cy - (lo + patch)), 0)          # per row
         touches = ((dy[:, None] <= radius) & (dx[None, :] <= half_width)).ravel()
         centres = np.hypot((lo[None, :] + patch / 2 - cx), (lo[:, None] + patch / 2 - cy)).ravel()
-        nearer = touches & (centres < best)
+        # the carried thing is drawn last, over whatever it touches
+        nearer = touches & ((centres < best) | (where == "gripper"))
         out[nearer] = (1 + list(COLORS).index(thing.color), 1 + SHAPES.index(thing.shape),
                        1 + PLACES.index(place(world, index, t)))
         best[nearer] = centres[nearer]

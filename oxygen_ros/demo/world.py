@@ -20,9 +20,11 @@ SHAPES = ("cup", "block", "ball", "box")
 TABLE, BIN, GRIPPER = (150, 118, 86), (60, 60, 60), (230, 230, 230)
 NUM_JOINTS = 14
 HOME = (0.0, -0.85, 0.6, 1.0)                 # x, y, z, gripper (1 open, 0 closed)
-# phase boundaries in seconds: reach, grasp, carry, release, return; then done
-PHASES = (("reaching", 3.0), ("grasping", 3.6), ("carrying", 6.5), ("releasing", 7.1),
+# phase boundaries in seconds: reach, grasp (close the gripper and lift), carry, release,
+# return; then done
+PHASES = (("reaching", 3.0), ("grasping", 4.3), ("carrying", 6.5), ("releasing", 7.1),
           ("returning", 8.6))
+HELD_S = 3.6             # the gripper has closed: from here the target moves with it
 CAMERAS = ("base", "left_wrist", "right_wrist")
 BASE_VIEW = 2.2          # table units across the base camera's (square, uncropped) view
 THING_RADIUS = 0.19      # a thing's drawn half-size in table units, on the table (z = 0)
@@ -108,12 +110,18 @@ class TabletopWorld:
     def where(self, index: int, t: float) -> tuple[float, float, float, str]:
         """(x, y, z, place) of thing `index`: place is table, gripper or bin."""
         thing = self.things[index]
-        if index != self.target or t < PHASES[1][1]:
+        if index != self.target or t < HELD_S:
             return thing.x, thing.y, 0.0, "table"
         if t < PHASES[3][1]:
             x, y, z, _ = self.end_effector(t)
             return x, y, max(0.0, z - 0.08), "gripper"
         return self.bin[0], self.bin[1], 0.0, "bin"
+
+    def drawing_order(self, t: float) -> list[int]:
+        """The things from the one drawn first to the one drawn last (on top): a thing in
+        the gripper is above the table, so it hides what it passes over."""
+        held = [i for i in range(len(self.things)) if self.where(i, t)[3] == "gripper"]
+        return [i for i in range(len(self.things)) if i not in held] + held
 
     # -- cameras ----------------------------------------------------------------------------------
     def frame(self, camera: int, t: float, height: int = 112, width: int = 112) -> np.ndarray:
@@ -136,9 +144,9 @@ class TabletopWorld:
         half = int(0.26 * scale)
         bx, by = px(*self.bin)
         cv2.rectangle(image, (bx - half, by - half), (bx + half, by + half), BIN, 2, cv2.LINE_AA)
-        for index, thing in enumerate(self.things):
+        for index in self.drawing_order(t):
             x, y, z, place = self.where(index, t)
-            _draw_thing(image, thing, px(x, y), int(THING_RADIUS * scale * (1 + z)),
+            _draw_thing(image, self.things[index], px(x, y), int(THING_RADIUS * scale * (1 + z)),
                         place == "bin")
         if camera == 0:
             x, y, z, g = self.end_effector(t)
