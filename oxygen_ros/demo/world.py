@@ -70,10 +70,11 @@ class TabletopWorld:
         target = self.things[self.target]
         above_target, at_target = (target.x, target.y, 0.45, 1.0), (target.x, target.y, 0.08, 1.0)
         above_bin = (self.bin[0], self.bin[1], 0.45, 0.0)
-        self._keys = ((0.0, HOME), (2.2, above_target), (3.0, at_target),
-                      (3.6, (target.x, target.y, 0.08, 0.0)), (4.3, (target.x, target.y, 0.45, 0.0)),
-                      (6.5, above_bin), (7.1, (self.bin[0], self.bin[1], 0.45, 1.0)),
-                      (8.6, HOME))
+        reached, lifted, carried, released, returned = (end for _, end in PHASES)
+        self._keys = ((0.0, HOME), (2.2, above_target), (reached, at_target),
+                      (HELD_S, (target.x, target.y, 0.08, 0.0)),
+                      (lifted, (target.x, target.y, 0.45, 0.0)), (carried, above_bin),
+                      (released, (self.bin[0], self.bin[1], 0.45, 1.0)), (returned, HOME))
 
     # -- the task -----------------------------------------------------------------------------
     @property
@@ -146,8 +147,8 @@ class TabletopWorld:
         cv2.rectangle(image, (bx - half, by - half), (bx + half, by + half), BIN, 2, cv2.LINE_AA)
         for index in self.drawing_order(t):
             x, y, z, place = self.where(index, t)
-            _draw_thing(image, self.things[index], px(x, y), int(THING_RADIUS * scale * (1 + z)),
-                        place == "bin")
+            _draw_thing(image, self.things[index], px(x, y),
+                        int(THING_RADIUS * scale * (1 + z)), place == "bin")
         if camera == 0:
             x, y, z, g = self.end_effector(t)
             gx, gy = px(x, y)

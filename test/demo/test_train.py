@@ -81,6 +81,13 @@ def test_patch_targets_name_what_the_base_camera_shows_there():
                                                 1 + PLACES.index(place(world, index, t))
                                                 ), (seed, thing)
         assert (targets[..., 0] == 0).sum() > n * n // 3        # most of the table is empty
+    # the carried thing owns every patch it touches, though another's centre is nearer:
+    # at (0, 5.07) the patch below the cup's centre shows 16 pixels of its ring over the
+    # red ball's edge (2 red)
+    world = TabletopWorld(0)
+    targets = patch_targets(world, 5.07, config.vision).reshape(n, n, 3)
+    assert [tuple(targets[row, 2]) for row in (4, 5)] == [(4, 1, 5), (4, 1, 5)]
+    assert tuple(targets[4, 3]) == (1, 3, 3)          # the red ball, at the front
 
 
 def test_seeing_frames_are_the_base_camera_the_model_receives():

@@ -38,7 +38,7 @@ def test_a_held_thing_hides_what_it_passes_over():
     """World 0 carries its yellow cup over the red ball at 5.07 s: the base camera shows
     the cup's ring on top of the ball, as the model is told (the patch targets)."""
     world, t, size = TabletopWorld(0), 5.07, 112
-    cup, ball = world.things.index(world.things[world.target]), 2
+    cup, ball = world.target, 2
     assert (world.things[cup].name, world.things[ball].name) == ("yellow cup", "red ball")
     assert world.drawing_order(t)[-1] == cup and world.drawing_order(1.0) == [0, 1, 2]
     image = world.frame(0, t, size, size).astype(float)
@@ -68,6 +68,12 @@ def test_answers_follow_the_world_over_time():
     assert late[f"where is the {target}?"] == "in the bin"
     assert (early["are you done?"], late["are you done?"]) == ("no", "yes")
     assert carrying["what are you doing?"] == f"carrying the {target} to the bin"
+    # "picking up": the gripper closes (3.0-3.6 s; the target moves with it from 3.6 s)
+    # and lifts (to 4.3 s)
+    assert [dict(questions(world, t))["what are you doing?"] for t in (2.99, 3.0, 4.29, 4.3)
+            ] == [f"reaching for the {target}", f"picking up the {target}",
+                  f"picking up the {target}", f"carrying the {target} to the bin"]
+    assert [world.where(world.target, t)[3] for t in (3.59, 3.6)] == ["table", "gripper"]
     assert early["how many objects are there?"] == {2: "two", 3: "three", 4: "four"}[
         len(world.things)]
     assert memory_line(world, 0, 4) == f"reached the {target}, then picked up the {target}"
