@@ -399,6 +399,21 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
     from oxygen_ros.demo.train import TrainConfig, train
     from oxygen_ros.engine.threads import apply_torch_threads
 
+    # every bad option refused before half an hour of training, not after
+    for option, value, least in (("--steps", args.steps, 1), ("--batch", args.batch, 1),
+                                 ("--seeing-batch", args.seeing_batch, 1),
+                                 ("--vision-steps", args.vision_steps, 0),
+                                 ("--eval-worlds", args.eval_worlds, 1),
+                                 ("--threads", args.threads, 0)):
+        if value < least:
+            return _usage_error("train-demo", f"{option} must be at least {least}, not {value}")
+    for option, value in (("--lr", args.lr), ("--time-budget", args.time_budget)):
+        if not value > 0:
+            return _usage_error("train-demo", f"{option} must be above 0, not {value:g}")
+    try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return _usage_error("train-demo", f"--out {args.out}: {error.strerror}")
     apply_torch_threads(args.threads)
     config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
                          time_budget_s=args.time_budget, eval_worlds=args.eval_worlds,
@@ -745,11 +760,13 @@ def build_parser() -> argparse.ArgumentParser:
     train_demo.add_argument("--lr", type=float, default=1e-3,
                             help="peak AdamW learning rate (warm-up, then cosine; default 1e-3)")
     train_demo.add_argument("--seed", type=int, default=0,
-                            help="weights, worlds, noise: same seed and threads, same run")
+                            help="weights, worlds, noise: same seed and threads, same run "
+                                 "(default 0)")
     train_demo.add_argument("--time-budget", type=float, default=1800.0,
                             help="stop training after this many seconds (default 1800)")
     train_demo.add_argument("--eval-worlds", type=int, default=24,
-                            help="unseen worlds the saved metrics are measured on")
+                            help="unseen worlds the saved metrics are measured on "
+                                 "(default 24)")
     train_demo.add_argument("--threads", type=int, default=0,
                             help="torch threads (default 0: all cores but one)")
     train_demo.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],

@@ -93,3 +93,22 @@ def test_evaluate_demo_refuses_bad_input_in_one_line(tmp_path):
         result = run_cli("evaluate-demo", *args)
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
+
+
+def test_train_demo_refuses_bad_input_before_training(tmp_path):
+    (tmp_path / "file").write_text("")
+    cases = [(("--steps", "0"), "--steps must be at least 1, not 0"),
+             (("--steps", "-1"), "--steps must be at least 1"),
+             (("--vision-steps", "-1"), "--vision-steps must be at least 0"),
+             (("--eval-worlds", "0"), "--eval-worlds must be at least 1"),
+             (("--threads", "-3"), "--threads must be at least 0"),
+             (("--lr", "0"), "--lr must be above 0"),
+             (("--time-budget", "nan"), "--time-budget must be above 0"),
+             (("--out", str(tmp_path / "file")), "File exists")]
+    for args, message in cases:
+        out = ("--out", str(tmp_path / "checkpoint")) if args[0] != "--out" else ()
+        result = run_cli("train-demo", *out, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
+        assert "seeing first" not in result.stderr          # refused before any training
+    assert not (tmp_path / "checkpoint").exists()

@@ -384,7 +384,11 @@ def save(out: Path, model: Pi05Model, normalization: Normalization, config: Trai
              for key, s in (("observation.state", normalization.state),
                             ("action", normalization.actions))
              for name, attr in (("q01", "low"), ("q99", "high"))}
-    save_file(stats, str(out / "policy_preprocessor_step_0_normalizer_processor.safetensors"))
+    normalizer = "policy_preprocessor_step_0_normalizer_processor.safetensors"
+    save_file(stats, str(out / normalizer))
+    mode = (out / "config.json").stat().st_mode & 0o777      # as the umask gives files
+    for name in ("model.safetensors", normalizer):           # safetensors writes 0600
+        (out / name).chmod(mode)
     digest = hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
     manifest = {"command": f"oxygen-ros train-demo --out {out} --steps {config.steps} --batch "
                            f"{config.batch} --lr {config.lr:g} --seed {config.seed} "
@@ -392,6 +396,7 @@ def save(out: Path, model: Pi05Model, normalization: Normalization, config: Trai
                            f"--vision-steps {config.vision_steps} "
                            f"--seeing-batch {config.seeing_batch} "
                            f"--precision {config.precision} "
+                           f"--eval-worlds {config.eval_worlds} "
                            f"--threads {torch.get_num_threads()}",
                 "seed": config.seed, "steps": steps, "batch": config.batch,
                 "samples": steps * config.batch, "seconds": round(seconds),

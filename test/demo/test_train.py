@@ -32,6 +32,9 @@ def test_a_short_training_lowers_the_losses_and_saves_a_loadable_checkpoint(tmp_
             "policy_preprocessor_step_0_normalizer_processor.safetensors"} <= files
     digest = hashlib.sha256((tmp_path / "a" / "model.safetensors").read_bytes()).hexdigest()
     assert manifest["model_safetensors_sha256"] == digest
+    # readable as every other file there (safetensors alone would write 0600)
+    assert len({p.stat().st_mode & 0o777 for p in (tmp_path / "a").iterdir()}) == 1
+    assert "--eval-worlds 1 " in manifest["command"]        # the command reruns this run
     loaded = load_model(checkpoint=str(tmp_path / "a"))
     assert isinstance(loaded.tokenizer, ByteTokenizer)
     assert loaded.model.config.action_dim == 14 and loaded.normalization.actions is not None
