@@ -8,7 +8,8 @@ that asked. Two ways in:
 
 The queue is bounded by max_pending_requests: an action goal beyond it is rejected, a
 topic request ends at once with finish_reason queue_full; both are counted
-(rejected_goals, rejected_requests).
+(rejected_goals, rejected_requests). An accepted goal holds its place from acceptance
+until its execution submits it, so goals accepted at once never outnumber the places.
 """
 
 import itertools
@@ -42,6 +43,7 @@ class DialogueRouter:
         self._lock = threading.Lock()
         self._topic_ids = itertools.count(1)
         self._routes: dict[int, object] = {}   # engine request id -> topic id (int) or _Goal
+        self._held = 0                         # goals accepted, not yet submitted
         self.server = ActionServer(
             node, Ask, action_name, execute_callback=self._execute,
             goal_callback=self._on_goal, cancel_callback=self._on_cancel,
@@ -73,13 +75,16 @@ class DialogueRouter:
         self.node.get_logger().debug(f"dialogue request {topic_id}: {text[:60]!r}")
 
     def _on_goal(self, goal) -> GoalResponse:
-        if self.engine.pending_dialogue >= self.engine.config.max_pending_requests:
-            self.counters["rejected_goals"] += 1
-            return GoalResponse.REJECT
-        if not goal.question.strip():
-            self.bad_input("empty_request", "Ask goal without a question rejected")
-            return GoalResponse.REJECT
-        return GoalResponse.ACCEPT
+        with self._lock:
+            if (self.engine.pending_dialogue + self._held
+                    >= self.engine.config.max_pending_requests):
+                self.counters["rejected_goals"] += 1
+                return GoalResponse.REJECT
+            if goal.question.strip():
+                self._held += 1
+                return GoalResponse.ACCEPT
+        self.bad_input("empty_request", "Ask goal without a question rejected")
+        return GoalResponse.REJECT
 
     def _on_cancel(self, goal_handle) -> CancelResponse:
         with self._lock:
@@ -97,6 +102,7 @@ class DialogueRouter:
             request_id = self.engine.submit_dialogue(question,
                                                      goal_handle.request.max_tokens or None)
             self._routes[request_id] = goal
+            self._held -= 1
         self.counters["dialogue_requests"] += 1
         self.node.wake_engine()
         reason = await goal.done
