@@ -106,10 +106,9 @@ def alone(model, normalization, world: TabletopWorld, t: float, question: str) -
 @pytest.mark.parametrize("draw", range(4))
 def test_a_question_is_answered_about_the_frame_it_was_asked_on(demo, draw):
     """The target moves with the gripper from 3.6 s (lifted by 4.3 s) and is dropped in
-    the bin at 7.1 s. Questions about it
-    arrive at random frames around those moments, several at once or one by one, with 2
-    tokens per frame, so each decodes over many frames while newer frames arrive and newer
-    questions attach to them."""
+    the bin at 7.1 s. Questions about it arrive at random frames around those moments,
+    several at once or one by one, with 2 tokens per frame, so each decodes over many
+    frames while newer frames arrive and newer questions attach to them."""
     model, normalization = demo
     rng = np.random.default_rng(draw)
     world = TabletopWorld(int(rng.integers(0, 1000)))

@@ -36,7 +36,7 @@ def test_the_expert_picks_the_target_and_puts_it_in_the_bin(seed):
 
 def test_a_held_thing_hides_what_it_passes_over():
     """World 0 carries its yellow cup over the red ball at 5.07 s: the base camera shows
-    the cup's ring on top of the ball, as the model is told (the patch targets)."""
+    the cup's ring on top of the ball (test_train checks the patch targets agree)."""
     world, t, size = TabletopWorld(0), 5.07, 112
     cup, ball = world.target, 2
     assert (world.things[cup].name, world.things[ball].name) == ("yellow cup", "red ball")
