@@ -367,7 +367,7 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
     import torch
 
     from oxygen_ros.engine.threads import apply_torch_threads
-    from oxygen_ros.model import benchmark
+    from oxygen_ros.bench import model as benchmark
 
     threads = apply_torch_threads(args.threads)
     print(f"torch threads: {threads} (the inference node's choice unless --threads)")
@@ -384,7 +384,7 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
 def cmd_bench_ingest(args: argparse.Namespace) -> int:
     """Ingest benchmark: decode + resize per camera frame, raw and JPEG, 480p to 1080p."""
 
-    from oxygen_ros.ros import ingest_benchmark
+    from oxygen_ros.bench import ingest as ingest_benchmark
 
     rows = ingest_benchmark.run(args.size, args.resize_mode, args.repeats)
     print(ingest_benchmark.table(rows))
@@ -532,7 +532,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Engine benchmark: isolated, shared_kv and oxygen side by side on one workload."""
-    from oxygen_ros.engine import benchmark
+    from oxygen_ros.bench import engine as benchmark
     from oxygen_ros.engine.threads import apply_torch_threads
 
     apply_torch_threads(args.threads)
@@ -557,7 +557,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_bench_switch(args: argparse.Namespace) -> int:
     """Chunk switching: Real-Time Chunking (vjp, error), cross-fade and none side by side."""
-    from oxygen_ros.engine import switch_benchmark
+    from oxygen_ros.bench import switch as switch_benchmark
     from oxygen_ros.engine.threads import apply_torch_threads
     from oxygen_ros.model.loading import load_model
 
@@ -668,7 +668,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.set_defaults(func=cmd_inspect)
 
     bench = sub.add_parser("bench", help=cmd_bench.__doc__)
-    defaults = __import__("oxygen_ros.engine.benchmark", fromlist=["Workload"]).Workload()
+    defaults = __import__("oxygen_ros.bench.engine", fromlist=["Workload"]).Workload()
     bench.add_argument("--preset", default=defaults.preset)
     bench.add_argument("--frames", type=int, default=defaults.frames, help="measured frames")
     bench.add_argument("--denoise-steps", type=int, default=defaults.denoise_steps)
@@ -695,7 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=cmd_bench)
 
     switch = sub.add_parser("bench-switch", help=cmd_bench_switch.__doc__)
-    switch_defaults = __import__("oxygen_ros.engine.switch_benchmark",
+    switch_defaults = __import__("oxygen_ros.bench.switch",
                                  fromlist=["SwitchWorkload"]).SwitchWorkload()
     switch.add_argument("--checkpoint", help=f"a π0.5 checkpoint directory (default: the main "
                                              f"job's trained model, {DEMO_CHECKPOINT})")

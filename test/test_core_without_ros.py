@@ -1,5 +1,6 @@
-"""The core (model/, cache/, engine/, their benchmarks and the bench CLI verbs) runs where
-ROS is absent: with every ROS module made unimportable, it imports and runs a frame."""
+"""The core (model/, cache/, engine/, the benchmarks but bench-ingest, and the bench CLI
+verbs) runs where ROS is absent: with every ROS module made unimportable, it imports and
+runs a frame."""
 
 import subprocess
 import sys
@@ -28,6 +29,8 @@ for package in ("oxygen_ros.model", "oxygen_ros.cache", "oxygen_ros.engine", "ox
     module = importlib.import_module(package)
     for info in pkgutil.walk_packages(module.__path__, package + "."):
         importlib.import_module(info.name)
+for name in ("oxygen_ros.bench.engine", "oxygen_ros.bench.model", "oxygen_ros.bench.switch"):
+    importlib.import_module(name)
 
 import numpy as np
 from oxygen_ros.engine.config import EngineConfig

@@ -22,7 +22,7 @@ print(f"python {sys.version.split()[0]}, torch {torch.__version__}, triton {trit
 PY
 export TRITON_INTERPRET=1 ROS_DOMAIN_ID=0
 "$VENV/bin/python" -m pytest -q -m "not ros" -p no:cacheprovider \
-    test/model test/cache test/engine test/test_core_without_ros.py
+    test/model test/cache test/engine test/bench/test_model_bench.py test/test_core_without_ros.py
 "$VENV/bin/python" -m oxygen_ros.cli bench-model --preset tiny --repeats 2
 "$VENV/bin/python" -m oxygen_ros.cli bench --preset tiny --frames 4
 echo "core without ROS: OK"

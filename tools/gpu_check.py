@@ -152,7 +152,7 @@ def stage_bench_model(args) -> dict:
 
     import torch
 
-    from oxygen_ros.model import benchmark
+    from oxygen_ros.bench import model as benchmark
 
     dtype = getattr(torch, args.dtype)
     result = {"eager": asdict(benchmark.run(args.preset, args.device, dtype))}
@@ -163,7 +163,7 @@ def stage_bench_model(args) -> dict:
 
 
 def stage_bench_engine(args) -> dict:
-    from oxygen_ros.engine import benchmark
+    from oxygen_ros.bench import engine as benchmark
 
     workload = benchmark.Workload(preset=args.preset, device=args.device, dtype=args.dtype,
                                   frames=args.frames)

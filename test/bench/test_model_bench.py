@@ -1,6 +1,6 @@
 """The model benchmark's numbers are measured and consistent with each other (not timed)."""
 
-from oxygen_ros.model import benchmark
+from oxygen_ros.bench import model as benchmark
 
 
 def test_model_benchmark_reports_consistent_numbers_on_tiny():

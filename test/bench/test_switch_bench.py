@@ -3,7 +3,7 @@ order the modes as the switch they measure does."""
 
 import json
 
-from oxygen_ros.engine import switch_benchmark
+from oxygen_ros.bench import switch as switch_benchmark
 from oxygen_ros.model.loading import load_model
 
 
