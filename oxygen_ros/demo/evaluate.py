@@ -11,15 +11,12 @@ import torch
 
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.demo.questions import DEMO_QUESTIONS, demo_dialogue, memory_line, questions
+from oxygen_ros.demo.sampling import ACTION_DT, MEMORY_PERIOD_S, TEMPLATES, Sampler
 from oxygen_ros.demo.score import JOINT_RANGE
 from oxygen_ros.demo.world import TabletopWorld
-from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.model.normalization import Normalization
 from oxygen_ros.model.pi05 import Pi05Model
 from oxygen_ros.model.tokenizer import ByteTokenizer
-
-TEMPLATES = EngineConfig()
-
 
 def greedy(model: Pi05Model, cache: KVCache, base, prompt: list[int], limit: int = 64) -> str:
     tokenizer = ByteTokenizer()
@@ -52,7 +49,6 @@ def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
              first_world: int = 0, times=(1.0, 3.3, 5.0, 7.0, 9.5)) -> dict:
     """Every question at each of `times` and both memory windows, in worlds first_world..
     (never trained on: training uses TRAIN_SEEDS and up)."""
-    from oxygen_ros.demo.train import ACTION_DT, MEMORY_PERIOD_S, Sampler
 
     sampler = Sampler(model, normalization, seed=0)
     tokenizer = ByteTokenizer()
@@ -107,7 +103,6 @@ def demo_moments(model: Pi05Model, normalization: Normalization, worlds: int = 2
     question up, one taken from the question's moment to window_s later. The accuracy
     `make run` can expect from a model on unseen worlds, and each miss. camera_hz: the
     demo bag's camera rate (ros/bag.py's DemoBagSpec)."""
-    from oxygen_ros.demo.train import Sampler
 
     sampler = Sampler(model, normalization, seed=0)
     right, asked, misses = Counter(), Counter(), []

@@ -12,7 +12,8 @@ import torch
 
 from oxygen_ros.demo.observe import world_observation
 from oxygen_ros.demo.questions import PLACES, place
-from oxygen_ros.demo.train import Sampler, TrainConfig, patch_targets, statistics, train
+from oxygen_ros.demo.sampling import Sampler, patch_targets
+from oxygen_ros.demo.train import TrainConfig, statistics, train
 from oxygen_ros.demo.world import COLORS, SHAPES, TabletopWorld
 from oxygen_ros.model.config import preset
 from oxygen_ros.model.loading import load_model
