@@ -4,12 +4,13 @@ hits all modes alike. A fourth engine (oxygen, actions only) gives the interfere
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Optional
 
 import numpy as np
 import torch
 
+from oxygen_ros.bench.workloads import Workload
 from oxygen_ros.engine.baselines import IsolatedEngine, SharedKVEngine
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.observation import Observation
@@ -21,28 +22,6 @@ MODES = {"isolated": IsolatedEngine, "shared_kv": SharedKVEngine, "oxygen": Oxyg
 CAMERAS = ("base", "left_wrist", "right_wrist")
 QUESTIONS = ["what do you see?", "where is the cup?", "are you done?", "what is next?",
              "describe the table", "is the gripper open?"]
-
-
-@dataclass
-class Workload:
-    preset: str = "small"
-    frames: int = 40
-    warmup_frames: int = 2         # run first, not measured
-    denoise_steps: int = 10
-    cameras: int = 3
-    decode_tokens: int = 24        # max new tokens per dialogue request
-    tokens_per_frame: int = 4      # k
-    dialogue_per_frame: float = 1.0  # expected new dialogue requests per frame (Poisson)
-    memory_period_frames: int = 10   # a memory summary every this many frames (0: off)
-    memory_tokens: int = 24
-    frame_period_s: float = 0.1    # sensor time between frames (stamps, memory period)
-    camera_every: int = 1          # a new camera image every this many frames
-    num_pages: int = 2048
-    page_size: int = 16
-    prefix_attention: str = "bidirectional"
-    seed: int = 0
-    device: str = "cpu"
-    dtype: str = "float32"
 
 
 def observations(workload: Workload, config) -> list[Observation]:

@@ -25,11 +25,11 @@ action_path_cost_ratio).
 import json
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from oxygen_ros.bench.workloads import SwitchWorkload
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.demo.observe import world_prefix
 from oxygen_ros.demo.score import action_error
@@ -39,23 +39,6 @@ from oxygen_ros.engine.action_task import ActionTask
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.model.loading import LoadedModel
 
-
-
-@dataclass
-class SwitchWorkload:
-    delays: tuple = (0.1, 0.3, 0.5)
-    chunks: int = 30
-    period_steps: int = 10                # steps between chunks (the main job's 0.2 s frames
-                                          # at 50 Hz; at most H - d); 0: H/2
-    blend_s: float = 0.1
-    dt: float = 0.02
-    default_guidance: str = "error"
-    execution_horizon: int = EngineConfig.rtc_execution_horizon   # the engine's defaults
-    schedule: str = EngineConfig.rtc_prefix_attention_schedule
-    max_guidance_weight: float = EngineConfig.rtc_max_guidance_weight
-    seed: int = 0
-    world_seed: int = 1000
-    guidance: tuple = ("vjp", "error")     # the RTC variants to run
 
 
 class _Observations:
