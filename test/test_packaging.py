@@ -43,7 +43,7 @@ def requirement_name(line: str) -> str:
 # Modules that only exist on a full ROS 2 install (launch files) or are imported optionally.
 ROS_ONLY = {"launch": "launch", "launch_ros": "launch_ros", "cv_bridge": "cv_bridge"}
 # rosdep keys of pip-only Python modules that package.xml names by their rosdep key.
-ROSDEP_KEYS = {"numpy": "python3-numpy", "yaml": "python3-yaml"}
+ROSDEP_KEYS = {"numpy": "python3-numpy", "yaml": "python3-yaml", "tqdm": "python3-tqdm"}
 
 
 def test_package_xml_is_format_3_and_builds_messages_with_ament_cmake():

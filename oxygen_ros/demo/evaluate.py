@@ -5,6 +5,7 @@ on the camera frames `make run` answers them over."""
 
 import math
 from collections import Counter
+from typing import Optional
 
 import numpy as np
 import torch
@@ -124,3 +125,38 @@ def demo_moments(model: Pi05Model, normalization: Normalization, worlds: int = 2
             "first_world": first_world, "questions": sum(asked.values()),
             "answer_accuracy_by_moment": {k: right[k] / asked[k] for k in asked},
             "misses": misses}
+
+
+def compare_manifest(result: dict, manifest: Optional[dict], first_world: int,
+                     worlds: int) -> str:
+    """Whether the unseen-world metrics equal a checkpoint's manifest (set in result as
+    manifest_metrics_match where the worlds are the manifest's); the line saying so."""
+    if manifest is None:
+        return ""
+    shipped, measured = manifest["metrics"], result["unseen_worlds"]
+    if first_world != 0 or shipped["worlds"] != worlds:
+        return (f"the manifest's metrics: not compared (they judge worlds 0-"
+                f"{shipped['worlds'] - 1})")
+    result["manifest_metrics_match"] = all(
+        abs(measured[key] - shipped[key]) < 1e-6
+        for key in ("answer_accuracy", "memory_accuracy", "action_error"))
+    return "the manifest's metrics: " + ("equal" if result["manifest_metrics_match"]
+                                         else f"DIFFERENT (manifest: {shipped})")
+
+
+def report_lines(result: dict, first_world: int, worlds: int, manifest_line: str) -> list[str]:
+    """evaluate-demo's report: the headline numbers, the manifest's verdict, each miss."""
+    measured, moments = result["unseen_worlds"], result["demo_moments"]
+    lines = [f"unseen worlds {first_world}-{first_world + worlds - 1}: answers "
+             f"{measured['answer_accuracy']:.3f} ({measured['questions']} questions), memory "
+             f"{measured['memory_accuracy']:.3f} ({measured['memory_requests']}), action error "
+             f"{measured['action_error']:.4f}"]
+    lines += [manifest_line] if manifest_line else []
+    lines.append(f"demo questions on the frames make run answers them over: "
+                 f"{moments['answer_accuracy']:.3f} ({moments['questions']} questions)")
+    lines += [f"  at {moment}: {accuracy:.2f}"
+              for moment, accuracy in moments["answer_accuracy_by_moment"].items()]
+    lines += ["misses:"] if moments["misses"] else []
+    lines += [f"  world {miss['world']} at {miss['t']:.2f} s: {miss['question']!r} -> "
+              f"{miss['answer']!r} (truth {miss['truth']!r})" for miss in moments["misses"]]
+    return lines

@@ -5,7 +5,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from oxygen_ros.demo.questions import memory_line, questions
+from oxygen_ros.demo.questions import demo_dialogue, memory_line, questions
 from oxygen_ros.demo.world import TabletopWorld
 
 JOINT_RANGE = 2.0     # the world's joints live in [-1, 1]
@@ -63,3 +63,35 @@ def action_error(world: TabletopWorld, commands: Sequence[tuple[float, Sequence[
 
 def accuracy(rows: Sequence[dict]) -> Optional[float]:
     return sum(r["correct"] for r in rows) / len(rows) if rows else None
+
+
+def score_run(seed: int, duration_s: float, camera_hz: float, memory_period_s: float,
+              answers: dict, answer_stamps: dict, summaries: Sequence[str],
+              commands: Sequence[tuple[float, Sequence[float]]],
+              bag_zero_wall: Optional[float]) -> dict:
+    """A demo run's outputs judged against world `seed`: answers (request id -> text, ids
+    from 1 in the bag's order), the wall stamp of the observation each answer read,
+    memory summaries, executed commands (wall time, values). An answer is judged against
+    the world when its observation was taken (the replay restamps: wall time of bag time
+    0 + seconds into the bag)."""
+    world = TabletopWorld(seed)
+    dialogue = [(t, question) for t, question in demo_dialogue(world) if t < duration_s]
+    about = [frame_time(answer_stamps[i + 1] - bag_zero_wall, camera_hz)
+             if bag_zero_wall is not None and i + 1 in answer_stamps else None
+             for i in range(len(dialogue))]
+    rows = answer_scores(world, dialogue, [answers.get(i + 1) for i in range(len(dialogue))],
+                         about)
+    memory = memory_scores(world, summaries, memory_period_s)
+    executed = ([(wall - bag_zero_wall, values) for wall, values in commands]
+                if bag_zero_wall is not None else [])
+    return {"answer_accuracy": accuracy(rows), "memory_accuracy": accuracy(memory),
+            "action_error": action_error(world, executed), "answers": rows, "memory": memory,
+            "world_seed": seed, "task": world.instruction}
+
+
+def answer_lines(rows: Sequence[dict]) -> list[str]:
+    """Each question with its answer and the world's truth, as the demo prints them."""
+    return [f"  at {row['t']:4.1f} s  asked: {row['question']!r}\n"
+            f"           answer: {row['answer']!r}  (about the frame at {row['about_s']:.2f} s)"
+            f"\n            truth: {row['truth']!r}  ({'right' if row['correct'] else 'wrong'})"
+            for row in rows]

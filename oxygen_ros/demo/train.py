@@ -22,6 +22,7 @@ seeds from TRAIN_SEEDS up; evaluation (and the demo, world 0) use unseen ones.""
 import hashlib
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from oxygen_ros import progress
 from oxygen_ros.demo.evaluate import evaluate
 from oxygen_ros.demo.sampling import EPISODE_S, PATCH_CLASSES, TRAIN_SEEDS, Sampler
 from oxygen_ros.demo.world import TabletopWorld
@@ -90,7 +92,7 @@ def seeing(model: Pi05Model, head: torch.nn.Linear, base: torch.Tensor,
 
 
 def see_first(model: Pi05Model, head: torch.nn.Linear, sampler: Sampler,
-              config: TrainConfig, progress) -> None:
+              config: TrainConfig, show_progress: bool) -> None:
     """The auxiliary loss alone for config.vision_steps steps (vision tower, projector
     and head: cheap, the language model is not run)."""
     parameters = [*model.vision.parameters(), *model.projector.parameters(),
@@ -98,6 +100,8 @@ def see_first(model: Pi05Model, head: torch.nn.Linear, sampler: Sampler,
     optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=0.01)
     warmup = max(1, config.vision_steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1, (k + 1) / warmup))
+    steps = progress.bar(config.vision_steps, "seeing first", "step",
+                         disable=not show_progress or not config.vision_steps)
     for step in range(config.vision_steps):
         with _autocast(config):
             loss = seeing(model, head, *sampler.seeing(2 * config.seeing_batch))
@@ -105,11 +109,9 @@ def see_first(model: Pi05Model, head: torch.nn.Linear, sampler: Sampler,
         loss.backward()
         optimizer.step()
         schedule.step()
-        if step % 50 == 0 or step == config.vision_steps - 1:
-            progress(f"\rseeing first: step {step + 1}/{config.vision_steps}  "
-                     f"patch loss {loss.item():.3f}")
-    if config.vision_steps:
-        progress("\n")
+        steps.set_postfix_str(f"patch loss {loss.item():.3f}", refresh=False)
+        steps.update()
+    steps.close()
 
 
 def _autocast(config: TrainConfig):
@@ -127,7 +129,7 @@ def statistics(worlds: int = 200, seed: int = 0) -> Normalization:
     return Normalization(stats, stats, "lerobot demo statistics (quantile)")
 
 
-def train(out: Path, config: TrainConfig, progress=print) -> dict:
+def train(out: Path, config: TrainConfig, show_progress: bool = True) -> dict:
     """Train, evaluate on unseen worlds, save; the manifest (also written beside)."""
     torch.manual_seed(config.seed)
     model_config = preset("demo")
@@ -137,14 +139,15 @@ def train(out: Path, config: TrainConfig, progress=print) -> dict:
     sampler = Sampler(model, normalization, config.seed)
     head = torch.nn.Linear(model_config.vlm.width, sum(PATCH_CLASSES))   # not saved
     started = time.monotonic()
-    see_first(model, head, sampler, config, progress)
+    see_first(model, head, sampler, config, show_progress)
     optimizer = torch.optim.AdamW([*model.parameters(), *head.parameters()], lr=config.lr,
                                   weight_decay=0.01)
     warmup = max(1, config.steps // 20)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
         (step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(1.0, step / config.steps)))))
     generator = torch.Generator().manual_seed(config.seed)
-    history, step, joint_started = [], 0, time.monotonic()
+    history, step = [], 0
+    steps = progress.bar(config.steps, "training", "step", disable=not show_progress)
     for step in range(config.steps):
         batch, patches = sampler.batch(config.batch, config.memory_share)
         images, more = sampler.seeing(config.seeing_batch)
@@ -161,16 +164,14 @@ def train(out: Path, config: TrainConfig, progress=print) -> dict:
         text_value, action_value = text_loss.item(), action_loss.item()
         history.append((step, text_value, action_value))
         elapsed = time.monotonic() - started
-        if step % 10 == 0 or step == config.steps - 1:
-            eta = (time.monotonic() - joint_started) / (step + 1) * (config.steps - step - 1)
-            progress(f"\rstep {step + 1}/{config.steps}  text loss {text_value:.3f}  "
-                     f"action loss {action_value:.3f}  patch loss {seen.item():.3f}  "
-                     f"look loss {look_loss.item():.2f}  "
-                     f"{elapsed:.0f} s, ~{eta:.0f} s left")
+        steps.set_postfix_str(f"text {text_value:.3f} action {action_value:.3f} patch "
+                              f"{seen.item():.3f} look {look_loss.item():.2f}", refresh=False)
+        steps.update()
         if elapsed > config.time_budget_s:
-            progress(f"\ntime budget of {config.time_budget_s:.0f} s spent at step {step + 1}")
+            steps.write(f"time budget of {config.time_budget_s:.0f} s spent at step {step + 1}",
+                        file=sys.stderr)
             break
-    progress("\n")
+    steps.close()
     model.eval()
     metrics = evaluate(model, normalization, worlds=config.eval_worlds)
     manifest = save(out, model, normalization, config, history, metrics,

@@ -24,7 +24,7 @@ from oxygen_ros.model.tokenizer import ByteTokenizer
 def test_a_short_training_lowers_the_losses_and_saves_a_loadable_checkpoint(tmp_path):
     config = TrainConfig(steps=16, batch=4, lr=2e-3, eval_worlds=1, time_budget_s=300,
                          vision_steps=10, seeing_batch=4)
-    manifest = train(tmp_path / "a", config, progress=lambda *_: None)
+    manifest = train(tmp_path / "a", config, show_progress=False)
     loss = manifest["loss"]
     assert loss["text"]["last"] < loss["text"]["first"]
     assert loss["action"]["last"] < loss["action"]["first"]
@@ -42,7 +42,7 @@ def test_a_short_training_lowers_the_losses_and_saves_a_loadable_checkpoint(tmp_
     assert set(manifest["metrics"]) >= {"answer_accuracy", "memory_accuracy", "action_error"}
     again = train(tmp_path / "b", TrainConfig(steps=16, batch=4, lr=2e-3, eval_worlds=1,
                                                      vision_steps=10, seeing_batch=4),
-                  progress=lambda *_: None)
+                  show_progress=False)
     assert again["model_safetensors_sha256"] == digest                 # same seed, same model
     assert np.isclose(again["loss"]["text"]["last"], loss["text"]["last"])
     # evaluate-demo judges the saved checkpoint as the training judged the model it saved

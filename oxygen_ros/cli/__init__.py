@@ -1,0 +1,31 @@
+"""oxygen-ros command line: the demo and the tools around the package. One module per
+family of verbs (robot, demo, bench); each imports torch, the model or ROS only inside
+its handlers, so `oxygen-ros --help` and `oxygen-ros replay` start without them."""
+
+import argparse
+import signal
+
+from oxygen_ros.cli import bench, demo, robot
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="oxygen-ros", description=__doc__.split(".")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for family in (demo, robot, bench):
+        family.add_commands(sub)
+    return parser
+
+
+def _leave_quietly(*_) -> None:
+    """Ctrl-C before a command has set its own handlers (e.g. while torch imports): exit 0,
+    ignoring a second signal (Python would die of it while finalizing)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(0)
+
+
+def main(argv=None) -> int:
+    signal.signal(signal.SIGINT, _leave_quietly)
+    signal.signal(signal.SIGTERM, _leave_quietly)
+    args = build_parser().parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,179 @@
+"""oxygen-ros benchmarks: bench (the engine's modes), bench-model, bench-switch, bench-ingest."""
+
+import argparse
+import json
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from oxygen_ros.bench.workloads import SwitchWorkload, Workload
+from oxygen_ros.cli.options import add_json, add_threads
+
+DEMO_CHECKPOINT = "package://oxygen_ros/models/demo"
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Engine benchmark: isolated, shared_kv and oxygen side by side on one workload."""
+    from oxygen_ros import progress
+    from oxygen_ros.bench import engine as benchmark
+    from oxygen_ros.engine.threads import apply_torch_threads
+
+    apply_torch_threads(args.threads)
+    workload = Workload(**{f.name: getattr(args, f.name) for f in fields(Workload)
+                           if hasattr(args, f.name)})
+    frames = progress.bar(workload.warmup_frames + workload.frames, "frames", "frame")
+    result = benchmark.run(workload, progress=lambda done, _: frames.update(done - frames.n))
+    frames.close()
+    print(benchmark.table(result))
+    if args.json:
+        benchmark.write_json(result, args.json)
+    plot_path = args.plot or (str(Path(args.json).with_suffix(".png")) if args.json else None)
+    if plot_path:
+        benchmark.plot(result, plot_path)
+        print(f"wrote {args.json or ''} {plot_path}".replace("  ", " "))
+    return 0
+
+
+def cmd_bench_model(args: argparse.Namespace) -> int:
+    """Model benchmark: chunk latency, decode tokens/s, distance from the bandwidth bound."""
+    import torch
+
+    from oxygen_ros.bench import model as benchmark
+    from oxygen_ros.engine.threads import apply_torch_threads
+
+    threads = apply_torch_threads(args.threads)
+    print(f"torch threads: {threads} (the inference node's choice unless --threads)")
+    result = benchmark.run(args.preset, args.device, getattr(torch, args.dtype),
+                           batches=tuple(args.batches), repeats=args.repeats,
+                           cuda_graphs=args.cuda_graphs)
+    print(benchmark.report(result))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(asdict(result), handle, indent=2)
+    return 0
+
+
+def cmd_bench_switch(args: argparse.Namespace) -> int:
+    """Chunk switching: Real-Time Chunking (vjp, error), cross-fade and none side by side."""
+    from oxygen_ros import progress
+    from oxygen_ros.bench import switch as switch_benchmark
+    from oxygen_ros.engine.threads import apply_torch_threads
+    from oxygen_ros.model.loading import load_model
+
+    apply_torch_threads(args.threads)
+    checkpoint = args.checkpoint
+    if checkpoint is None and args.preset is None:
+        checkpoint = DEMO_CHECKPOINT
+    loaded = load_model(preset=args.preset or "small", checkpoint=checkpoint or "",
+                        tokenizer=args.tokenizer or "", seed=args.seed)
+    workload = SwitchWorkload(
+        delays=tuple(args.delays), chunks=args.chunks, period_steps=args.period,
+        blend_s=args.blend_s,
+        default_guidance=args.guidance, execution_horizon=args.execution_horizon,
+        schedule=args.schedule, max_guidance_weight=args.max_guidance_weight, seed=args.seed,
+        world_seed=args.world)
+    delays = progress.bar(len(workload.delays), "delays", "delay")
+    result = switch_benchmark.run(loaded, workload, progress=lambda _: delays.update())
+    delays.close()
+    print(switch_benchmark.table(result))
+    if args.json:
+        png = switch_benchmark.write(result, args.json)
+        print(f"wrote {args.json} {png}")
+    return 0
+
+
+def cmd_bench_ingest(args: argparse.Namespace) -> int:
+    """Ingest benchmark: decode + resize per camera frame, raw and JPEG, 480p to 1080p."""
+    from oxygen_ros.bench import ingest as ingest_benchmark
+
+    rows = ingest_benchmark.run(args.size, args.resize_mode, args.repeats)
+    print(ingest_benchmark.table(rows))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(rows, handle, indent=2)
+    return 0
+
+
+def _add_bench(sub) -> None:
+    bench = sub.add_parser("bench", help=cmd_bench.__doc__)
+    defaults = Workload()
+    bench.add_argument("--preset", default=defaults.preset)
+    bench.add_argument("--frames", type=int, default=defaults.frames, help="measured frames")
+    bench.add_argument("--denoise-steps", type=int, default=defaults.denoise_steps)
+    bench.add_argument("--cameras", type=int, default=defaults.cameras, choices=[1, 2, 3])
+    bench.add_argument("--decode-tokens", type=int, default=defaults.decode_tokens,
+                       help="max new tokens per dialogue request")
+    bench.add_argument("--tokens-per-frame", type=int, default=defaults.tokens_per_frame,
+                       help="k: decode steps per frame in oxygen mode")
+    bench.add_argument("--dialogue-per-frame", type=float, default=defaults.dialogue_per_frame,
+                       help="mean new dialogue requests per frame (Poisson)")
+    bench.add_argument("--memory-period-frames", type=int,
+                       default=defaults.memory_period_frames, help="0 turns memory off")
+    bench.add_argument("--camera-every", type=int, default=defaults.camera_every,
+                       help="a new camera image every N frames")
+    bench.add_argument("--prefix-attention", default=defaults.prefix_attention,
+                       choices=["bidirectional", "causal_prompt"])
+    bench.add_argument("--seed", type=int, default=defaults.seed)
+    bench.add_argument("--device", default=defaults.device)
+    add_threads(bench)
+    add_json(bench, plot=True)
+    bench.add_argument("--plot", help="PNG path (default: beside --json)")
+    bench.set_defaults(func=cmd_bench)
+
+
+def _add_bench_switch(sub) -> None:
+    switch = sub.add_parser("bench-switch", help=cmd_bench_switch.__doc__)
+    defaults = SwitchWorkload()
+    switch.add_argument("--checkpoint", help=f"a π0.5 checkpoint directory (default: the main "
+                                             f"job's trained model, {DEMO_CHECKPOINT})")
+    switch.add_argument("--preset", help="a model preset with random weights instead")
+    switch.add_argument("--tokenizer", help="PaliGemma tokenizer (with a checkpoint that needs it)")
+    switch.add_argument("--delays", type=float, nargs="+", default=list(defaults.delays),
+                        help="inference delays as fractions of the horizon")
+    switch.add_argument("--chunks", type=int, default=defaults.chunks,
+                        help="chunks per delay (switches = chunks - 1)")
+    switch.add_argument("--period", type=int, default=defaults.period_steps,
+                        help="steps between chunks, at most H - delay (default: the main "
+                             "job's 0.2 s frames at 50 Hz; 0: H/2)")
+    switch.add_argument("--blend-s", type=float, default=defaults.blend_s,
+                        help="the cross-fade's length")
+    switch.add_argument("--guidance", choices=["vjp", "error"], default=defaults.default_guidance,
+                        help="the variant reported as modes.rtc and rtc_cost_ratio")
+    switch.add_argument("--execution-horizon", type=int, default=defaults.execution_horizon,
+                        help="chunk steps guided toward the plan, at least the frozen ones "
+                             "(0: all the plan still covers)")
+    switch.add_argument("--schedule", choices=["zeros", "ones", "linear", "exp"],
+                        default=defaults.schedule)
+    switch.add_argument("--max-guidance-weight", type=float,
+                        default=defaults.max_guidance_weight)
+    switch.add_argument("--seed", type=int, default=0)
+    switch.add_argument("--world", type=int, default=defaults.world_seed,
+                        help="the tabletop world the observations come from")
+    add_threads(switch)
+    add_json(switch, plot=True)
+    switch.set_defaults(func=cmd_bench_switch)
+
+
+def add_commands(sub) -> None:
+    _add_bench(sub)
+    _add_bench_switch(sub)
+
+    bench_model = sub.add_parser("bench-model", help=cmd_bench_model.__doc__)
+    bench_model.add_argument("--preset", default="small", help="model preset (default small)")
+    bench_model.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    bench_model.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    bench_model.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16],
+                             help="decode batch sizes (default 1 4 16)")
+    bench_model.add_argument("--repeats", type=int, default=5, help="timed repeats (median)")
+    add_threads(bench_model)
+    bench_model.add_argument("--cuda-graphs", action="store_true",
+                             help="replay decode steps and denoising from CUDA graphs (CUDA)")
+    add_json(bench_model)
+    bench_model.set_defaults(func=cmd_bench_model)
+
+    bench_ingest = sub.add_parser("bench-ingest", help=cmd_bench_ingest.__doc__)
+    bench_ingest.add_argument("--size", type=int, default=112,
+                              help="model resolution (default 112, the small preset's)")
+    bench_ingest.add_argument("--resize-mode", default="pad", choices=["pad", "stretch"])
+    bench_ingest.add_argument("--repeats", type=int, default=20, help="timed repeats (median)")
+    add_json(bench_ingest)
+    bench_ingest.set_defaults(func=cmd_bench_ingest)

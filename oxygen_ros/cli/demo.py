@@ -1,0 +1,198 @@
+"""oxygen-ros verbs of the demo: the main job, its bags, training and judging its model."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from oxygen_ros.cli.options import (add_json, add_node_options, add_threads, at_least,
+                                    json_directory_error, node_overrides, ros_args,
+                                    ros_environment, usage_error)
+
+DEFAULT_DEMO_BAG = "build/demo_bag"      # as oxygen_ros.ros.demo_job (imported only to run)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The main job: replay the demo bag through camera_ingest -> inference on the CPU
+    preset, each node in its own process as the launch file runs them; this process
+    watches the outputs like a user's subscriber, prints live stats, a summary line and a
+    summary JSON."""
+    ros_environment()
+    from oxygen_ros.ros.demo_job import MEMORY_PERIOD_S, DemoJob, run_demo
+
+    # the demo shows every output: commands on, a memory summary every 4 s of sensor time
+    overrides = (["inference:dry_run:=false", f"inference:memory_period_s:={MEMORY_PERIOD_S}"]
+                 + node_overrides(args))
+    return run_demo(DemoJob(ros_args(args.config, overrides)[1:], args.bag, args.seed,
+                            args.duration, args.summary))
+
+
+def cmd_make_demo_bag(args: argparse.Namespace) -> int:
+    """Write a synthetic multi-camera bag: moving scene, joint states, dialogue requests."""
+    from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
+
+    width, _, height = args.size.partition("x")
+    if not (width.isdigit() and height.isdigit() and int(width) > 0 and int(height) > 0):
+        return usage_error("make-demo-bag", f"--size {args.size!r}: expected WIDTHxHEIGHT, "
+                                            "e.g. 640x480")
+    if args.duration <= 0 or args.camera_hz <= 0:
+        return usage_error("make-demo-bag", "--duration and --camera-hz must be positive")
+    if Path(args.path).exists():
+        return usage_error("make-demo-bag", f"{args.path} exists; choose a new path")
+    spec = DemoBagSpec(duration_s=args.duration, camera_hz=args.camera_hz,
+                       encoding=args.encoding, width=int(width), height=int(height),
+                       grayscale=args.gray, storage=args.storage, seed=args.seed,
+                       cameras=args.cameras)
+    path = write_demo_bag(args.path, spec)
+    topics = sorted({"/cameras/" + name + "/image_raw" for name in
+                     ("base", "left_wrist", "right_wrist")[:spec.cameras]})
+    suffix = "/compressed" if spec.encoding in ("jpeg", "png") else ""
+    print(f"wrote {path}: {spec.duration_s:g} s, {spec.cameras} cameras {args.size} "
+          f"{spec.encoding} at {spec.camera_hz:g} Hz ({spec.storage}) on "
+          f"{', '.join(t + suffix for t in topics)}")
+    return 0
+
+
+def cmd_train_demo(args: argparse.Namespace) -> int:
+    """Train the demo preset on tabletop worlds and save it as a lerobot pi05 checkpoint."""
+    # every bad option refused before half an hour of training, not after
+    refused = at_least("train-demo", (
+        ("--steps", args.steps, 1), ("--batch", args.batch, 1),
+        ("--seeing-batch", args.seeing_batch, 1), ("--vision-steps", args.vision_steps, 0),
+        ("--eval-worlds", args.eval_worlds, 1), ("--threads", args.threads, 0)))
+    if refused:
+        return refused
+    for option, value in (("--lr", args.lr), ("--time-budget", args.time_budget)):
+        if not value > 0:
+            return usage_error("train-demo", f"{option} must be above 0, not {value:g}")
+    try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return usage_error("train-demo", f"--out {args.out}: {error.strerror}")
+    from oxygen_ros.demo.train import TrainConfig, train
+    from oxygen_ros.engine.threads import apply_torch_threads
+
+    apply_torch_threads(args.threads)
+    config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
+                         time_budget_s=args.time_budget, eval_worlds=args.eval_worlds,
+                         vision_steps=args.vision_steps, seeing_batch=args.seeing_batch,
+                         precision=args.precision)
+    print(json.dumps(train(Path(args.out), config), indent=2))
+    return 0
+
+
+def cmd_evaluate_demo(args: argparse.Namespace) -> int:
+    """Judge a demo checkpoint on unseen tabletop worlds: every question at five moments,
+    memory and actions (the manifest's metrics), and the demo's own questions on the frames
+    make run answers them over."""
+    refused = (at_least("evaluate-demo", (("--worlds", args.worlds, 1),
+                                          ("--first-world", args.first_world, 0)))
+               or json_directory_error("evaluate-demo", args.json))
+    if refused:
+        return refused
+    from oxygen_ros.demo.evaluate import compare_manifest, demo_moments, evaluate, report_lines
+    from oxygen_ros.engine.threads import apply_torch_threads
+    from oxygen_ros.model.loading import load_model, resolve
+
+    try:
+        apply_torch_threads(args.threads)
+        loaded = load_model(checkpoint=args.checkpoint)
+    except (ValueError, OSError) as error:       # CheckpointError is a ValueError
+        return usage_error("evaluate-demo", str(error))
+    model = loaded.model.eval()
+    if model.config.tokenizer != "bytes" or loaded.normalization.actions is None:
+        return usage_error("evaluate-demo", f"{args.checkpoint} is not a train-demo checkpoint "
+                                            "(byte tokenizer and action statistics)")
+    judged = {"worlds": args.worlds, "first_world": args.first_world}
+    result = {"checkpoint": args.checkpoint,
+              "unseen_worlds": evaluate(model, loaded.normalization, **judged),
+              "demo_moments": demo_moments(model, loaded.normalization, **judged)}
+    path = resolve(args.checkpoint)
+    manifest_path = (path if path.is_dir() else path.parent) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
+    verdict = compare_manifest(result, manifest, args.first_world, args.worlds)
+    for line in report_lines(result, args.first_world, args.worlds, verdict):
+        print(line, file=sys.stderr)
+    text = json.dumps(result, indent=2) + "\n"
+    if args.json:
+        Path(args.json).write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
+def _add_train_demo(sub) -> None:
+    train_demo = sub.add_parser("train-demo", help=cmd_train_demo.__doc__)
+    train_demo.add_argument("--out", default="build/demo_checkpoint",
+                            help="checkpoint directory (default build/demo_checkpoint)")
+    train_demo.add_argument("--steps", type=int, default=2000,
+                            help="joint training steps (default 2000)")
+    train_demo.add_argument("--vision-steps", type=int, default=1000,
+                            help="steps of the auxiliary patch loss alone before the joint "
+                                 "training (default 1000; 2 x seeing-batch frames each)")
+    train_demo.add_argument("--seeing-batch", type=int, default=16,
+                            help="extra base-camera frames per step for the auxiliary "
+                                 "patch loss (default 16)")
+    train_demo.add_argument("--batch", type=int, default=8,
+                            help="frames per step, each with every question about it (default 8)")
+    train_demo.add_argument("--lr", type=float, default=1e-3,
+                            help="peak AdamW learning rate (warm-up, then cosine; default 1e-3)")
+    train_demo.add_argument("--seed", type=int, default=0,
+                            help="weights, worlds, noise: same seed and threads, same run "
+                                 "(default 0)")
+    train_demo.add_argument("--time-budget", type=float, default=1800.0,
+                            help="stop training after this many seconds (default 1800)")
+    train_demo.add_argument("--eval-worlds", type=int, default=24,
+                            help="unseen worlds the saved metrics are measured on "
+                                 "(default 24)")
+    add_threads(train_demo)
+    train_demo.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
+                            help="matmuls of the training passes (bfloat16 autocast, float32 "
+                                 "weights; default bf16: fast on CPUs with AVX512-BF16)")
+    train_demo.set_defaults(func=cmd_train_demo)
+
+
+def add_commands(sub) -> None:
+    demo = sub.add_parser("demo", help=cmd_demo.__doc__)
+    add_node_options(demo, config="humanoid_demo.yaml")
+    demo.add_argument("--bag", help=f"an existing bag to replay as it is (default: write "
+                                    f"{DEFAULT_DEMO_BAG} from --seed's world — also a --bag "
+                                    "path that does not exist yet — and score the outputs "
+                                    "against its ground truth)")
+    demo.add_argument("--seed", type=int, default=0,
+                      help="the tabletop world of the demo bag (default 0)")
+    demo.add_argument("--duration", type=float, default=12.0,
+                      help="length of the demo bag in seconds (default 12)")
+    demo.add_argument("--summary", default="build/demo_summary.json",
+                      help="write the summary JSON here (default build/demo_summary.json)")
+    demo.set_defaults(func=cmd_demo)
+
+    bag = sub.add_parser("make-demo-bag", help=cmd_make_demo_bag.__doc__)
+    bag.add_argument("path", help="new bag directory")
+    bag.add_argument("--duration", type=float, default=12.0)
+    bag.add_argument("--camera-hz", type=float, default=15.0)
+    bag.add_argument("--encoding", default="jpeg",
+                     choices=["rgb8", "bgr8", "mono8", "jpeg", "png"])
+    bag.add_argument("--size", default="320x240", help="WIDTHxHEIGHT (default 320x240)")
+    bag.add_argument("--gray", action="store_true", help="a gray scene")
+    bag.add_argument("--storage", default="mcap", choices=["mcap", "sqlite3"])
+    bag.add_argument("--seed", type=int, default=0, help="which tabletop world (default 0)")
+    bag.add_argument("--cameras", type=int, default=3, choices=[1, 2, 3],
+                     help="base, left_wrist, right_wrist: the first N (default 3; the tiny "
+                          "preset's config reads 2)")
+    bag.set_defaults(func=cmd_make_demo_bag)
+
+    _add_train_demo(sub)
+
+    evaluate_demo = sub.add_parser("evaluate-demo", help=cmd_evaluate_demo.__doc__)
+    evaluate_demo.add_argument("--checkpoint", default="package://oxygen_ros/models/demo",
+                               help="a train-demo checkpoint directory or its model.safetensors "
+                                    "(default the shipped one)")
+    evaluate_demo.add_argument("--worlds", type=int, default=24,
+                               help="unseen worlds to judge on (default 24, as the manifest)")
+    evaluate_demo.add_argument("--first-world", type=int, default=0,
+                               help="seed of the first (default 0; training worlds start at "
+                                    "10000; compared with the manifest only from 0)")
+    add_threads(evaluate_demo)
+    add_json(evaluate_demo, instead=True)
+    evaluate_demo.set_defaults(func=cmd_evaluate_demo)

@@ -1,0 +1,155 @@
+"""oxygen-ros verbs for a robot: run the nodes, replay a bag, inspect a checkpoint."""
+
+import argparse
+import sys
+import time
+
+from oxygen_ros.cli.options import (add_node_options, node_overrides, ros_args,
+                                    ros_environment, usage_error)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """camera_ingest and inference in one process (no launch_ros needed; the launch file and
+    the demo run each node in its own process, which keeps image decoding off the engine's
+    interpreter). Ctrl-C or SIGTERM stops both cleanly."""
+    ros_environment()
+    from oxygen_ros.ros.camera_ingest import CameraIngest
+    from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
+    from oxygen_ros.ros.inference_node import InferenceNode
+    from oxygen_ros.ros.run_node import run_nodes
+
+    return run_nodes([CameraIngest, InferenceNode], ros_args(args.config, node_overrides(args)),
+                     make_executor=lambda: YieldingMultiThreadedExecutor(num_threads=4),
+                     duration=args.duration)
+
+
+def _remaps(items) -> dict:
+    remap = {}
+    for item in items or []:
+        old, sep, new = item.partition(":=")
+        if not sep:
+            raise SystemExit(f"--remap takes OLD:=NEW, got {item!r}")
+        remap[old] = new
+    return remap
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay a rosbag2 (MCAP or sqlite3) through rclpy on its recorded schedule."""
+    ros_environment()
+    import rclpy
+    from rclpy.node import Node
+    from rclpy.signals import SignalHandlerOptions
+    from rosbags.highlevel import AnyReaderError
+
+    from oxygen_ros.ros.bag import BagReplayer, load_qos_overrides
+    from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
+
+    remap = _remaps(args.remap)
+    rclpy.init(args=["oxygen-ros-replay"], signal_handler_options=SignalHandlerOptions.NO)
+    stop = install_stop_signals()   # Ctrl-C ends the replay where it is
+    node = Node("oxygen_replay")
+    replayer = None
+    try:
+        try:
+            overrides = load_qos_overrides(args.qos_overrides) if args.qos_overrides else None
+            replayer = BagReplayer(node, args.bag, rate=args.rate, loop=args.loop,
+                                   start_offset_s=args.start_offset, remap=remap,
+                                   restamp=args.restamp, clock_hz=args.clock,
+                                   topics=args.topics, qos_overrides=overrides)
+        except (ValueError, OSError, AnyReaderError) as error:
+            return usage_error("replay", str(error))
+        print(f"replaying {args.bag} ({replayer.duration_s:.1f} s) at {args.rate}x", flush=True)
+        if args.wait_for_subscribers:
+            missing = replayer.wait_for_subscribers(args.wait_for_subscribers, stop)
+            if missing:
+                print(f"no subscriber yet on {missing}; replaying anyway", flush=True)
+        stop.wait(args.delay)  # let subscribers discover the publishers
+        # restamped header = wall time: this line maps it back to bag time
+        print(f"replay clock: bag time {args.start_offset:g} s = wall time {time.time():.6f}",
+              flush=True)
+        stats = replayer.run(stop)
+        print(f"published {stats.published} messages: {stats.by_topic}", flush=True)
+    finally:
+        ignore_stop_signals()
+        if replayer is not None:
+            replayer.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Describe a π0.5 checkpoint: format, dimensions, parameters, memory for weights + KV."""
+    from oxygen_ros.model import checkpoint
+
+    try:
+        info = checkpoint.inspect(args.checkpoint, tuple(args.heads or ()) or None,
+                                  args.vision_heads)
+    except checkpoint.CheckpointError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    config = info.config
+    element = {"float32": 4, "bfloat16": 2}[args.dtype]
+    weight_bytes = info.num_parameters * element
+    page_bytes = config.kv_bytes_per_token(element) * args.page_size
+    kv_bytes = args.kv_pages * page_bytes
+    action_tier = config.kv_bytes_per_token(element) * config.action_horizon
+    vlm, expert, vision = config.vlm, config.expert, config.vision
+    print(f"checkpoint  {info.path} ({info.format} layout)")
+    print(f"parameters  {info.num_parameters / 1e6:.1f} M, stored as "
+          + ", ".join(f"{n} x {d}" for d, n in sorted(info.dtypes.items())))
+    print(f"vision      {vision.depth} layers x {vision.width} wide (mlp {vision.mlp_dim}, "
+          f"{vision.num_heads} heads), {vision.image_size} px images in {vision.patch_size} px "
+          f"patches = {vision.num_patches} tokens per camera")
+    print(f"language    {vlm.depth} layers x {vlm.width} wide (mlp {vlm.mlp_dim}), "
+          f"{vlm.num_heads} heads / {vlm.num_kv_heads} kv heads x {vlm.head_dim}, vocabulary "
+          f"{config.vocab_size}")
+    print(f"expert      {expert.depth} layers x {expert.width} wide (mlp {expert.mlp_dim})")
+    print(f"actions     horizon {config.action_horizon} x {config.action_dim} dims, "
+          f"{config.num_denoise_steps} denoise steps")
+    print(f"memory ({args.dtype}): weights {weight_bytes / 2**30:.2f} GiB + KV pool "
+          f"{args.kv_pages} pages x {args.page_size} tokens = {kv_bytes / 2**30:.2f} GiB "
+          f"({page_bytes / 1024:.0f} KiB/page) + action tier {action_tier / 2**20:.2f} MiB = "
+          f"{(weight_bytes + kv_bytes + action_tier) / 2**30:.2f} GiB")
+    return 0
+
+
+def add_commands(sub) -> None:
+    run = sub.add_parser("run", help=cmd_run.__doc__)
+    add_node_options(run)
+    run.add_argument("--duration", type=float, default=0.0, help="seconds (default: until Ctrl-C)")
+    run.set_defaults(func=cmd_run)
+
+    replay = sub.add_parser("replay", help=cmd_replay.__doc__)
+    replay.add_argument("bag", help="rosbag2 directory or .mcap / .db3 file")
+    replay.add_argument("--rate", type=float, default=1.0, help="speed factor (default 1)")
+    replay.add_argument("--loop", action="store_true", help="start over at the end")
+    replay.add_argument("--start-offset", type=float, default=0.0,
+                        help="skip this many seconds of the bag")
+    replay.add_argument("--remap", action="append", metavar="OLD:=NEW", help="rename a topic")
+    replay.add_argument("--topics", nargs="+",
+                        help="replay only these topics (as recorded, before --remap)")
+    replay.add_argument("--restamp", action="store_true",
+                        help="rewrite header stamps to the current time (wall-clock nodes)")
+    replay.add_argument("--qos-overrides", metavar="YAML",
+                        help="per-topic QoS (history, depth, reliability, durability), as "
+                             "ros2 bag play --qos-profile-overrides-path takes")
+    replay.add_argument("--clock", type=float, default=0.0, metavar="HZ",
+                        help="publish /clock from bag time at HZ (use_sim_time nodes)")
+    replay.add_argument("--wait-for-subscribers", type=float, default=0.0, metavar="S",
+                        help="wait up to S seconds until every topic has a subscriber")
+    replay.add_argument("--delay", type=float, default=0.5,
+                        help="then wait this many seconds before the first message")
+    replay.set_defaults(func=cmd_replay)
+
+    inspect = sub.add_parser("inspect", help=cmd_inspect.__doc__)
+    inspect.add_argument("checkpoint", help="checkpoint directory or model.safetensors")
+    inspect.add_argument("--kv-pages", type=int, default=512, help="KV pool pages (default 512)")
+    inspect.add_argument("--page-size", type=int, default=16, help="tokens per page")
+    inspect.add_argument("--heads", type=int, nargs=3, metavar=("HEADS", "KV_HEADS", "HEAD_DIM"),
+                         help="Gemma attention shape, for a variant the loader does not know")
+    inspect.add_argument("--vision-heads", type=int, default=0,
+                         help="SigLIP heads (default: width / 72, else width / 64)")
+    inspect.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"],
+                         help="dtype to size weights and cache for (default bfloat16)")
+    inspect.set_defaults(func=cmd_inspect)
