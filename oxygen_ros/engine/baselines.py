@@ -9,6 +9,7 @@ shared_kv: one prefill per frame shared by every task (cross-task KV sharing), b
 
 from oxygen_ros.engine.engine import EngineCore
 from oxygen_ros.engine.request import LanguageRequest
+from oxygen_ros.engine.shared_cache import SharedCacheEngine
 
 
 class _SequentialLanguage(EngineCore):
@@ -22,15 +23,8 @@ class _SequentialLanguage(EngineCore):
         return self.decode_to_completion(request, cache)
 
 
-class SharedKVEngine(_SequentialLanguage):
+class SharedKVEngine(_SequentialLanguage, SharedCacheEngine):
     mode = "shared_kv"
-
-    def __init__(self, model, config, **kwargs):
-        super().__init__(model, config, **kwargs)
-        self.cache = self.new_cache()
-
-    def cache_of(self, request: LanguageRequest):
-        return self.cache
 
     def run_frame(self, frame_id, observation, prefix, start, began):
         table = self.model.prefill(prefix, self.cache)
@@ -44,15 +38,6 @@ class SharedKVEngine(_SequentialLanguage):
             steps += self.answer_alone(request, table, self.cache, frame_id, prefix)
         self.cache.free(table)
         return chunk, steps
-
-    def pages_in_use(self) -> int:
-        return self.cache.pool.used_pages
-
-    def kv_peak_bytes(self) -> int:
-        return self.cache.pool.peak_bytes + self.cache.actions.bytes
-
-    def reset_peaks(self) -> None:
-        self.cache.pool.reset_peak()
 
 
 class IsolatedEngine(_SequentialLanguage):

@@ -12,19 +12,18 @@ import math
 import numpy as np
 
 from oxygen_ros.cache.page_table import PageTable
-from oxygen_ros.engine.engine import EngineCore
 from oxygen_ros.engine.request import LanguageRequest, Status
+from oxygen_ros.engine.shared_cache import SharedCacheEngine
 from oxygen_ros.model.prefix import Prefix, build_prefix
 
 PROMPT_PIECE = 64   # tokens of a prompt a frame's guaranteed minimum feeds
 
 
-class OxygenEngine(EngineCore):
+class OxygenEngine(SharedCacheEngine):
     mode = "oxygen"
 
     def __init__(self, model, config, calibrate: bool = True, **kwargs):
         super().__init__(model, config, **kwargs)
-        self.cache = self.new_cache()
         # the newest observation's prefix: new requests attach to it, also between frames
         self.newest: tuple[PageTable, Prefix, int] | None = None
         if model.device.type == "cuda":
@@ -77,9 +76,6 @@ class OxygenEngine(EngineCore):
         for fork in forks:
             self.cache.free(fork)
         self.cache.pool.reset_peak()
-
-    def cache_of(self, request: LanguageRequest):
-        return self.cache
 
     def run_frame(self, frame_id, observation, prefix, start, began):
         # the previous prefix stays indexed: unchanged pages are found again, not recomputed
@@ -230,12 +226,3 @@ class OxygenEngine(EngineCore):
             while request.status is Status.RUNNING and not self.cache.reserve(request.table, 1):
                 self.preempt(self.scheduler.victim())
         return [r for r in batch if r.status is Status.RUNNING]
-
-    def kv_peak_bytes(self) -> int:
-        return self.cache.pool.peak_bytes + self.cache.actions.bytes
-
-    def reset_peaks(self) -> None:
-        self.cache.pool.reset_peak()
-
-    def pages_in_use(self) -> int:
-        return self.cache.pool.used_pages
