@@ -15,12 +15,12 @@ from oxygen_ros.engine.shared_cache import SharedCacheEngine
 class _SequentialLanguage(EngineCore):
     """Both baselines answer each request alone, start to end, in the frame it arrived."""
 
-    def answer_alone(self, request: LanguageRequest, base, cache, frame_id, prefix) -> int:
+    def answer_alone(self, request: LanguageRequest, base, cache, frame_id, prefix) -> None:
         request.frame_id, request.prefix = frame_id, prefix
         self.attach(request, base, cache)
         if not self.feed(request, request.unfed, cache):
             raise RuntimeError(f"{self.mode}: KV pool exhausted; raise num_pages")
-        return self.decode_to_completion(request, cache)
+        self.decode_to_completion(request, cache)
 
 
 class SharedKVEngine(_SequentialLanguage, SharedCacheEngine):
@@ -33,11 +33,10 @@ class SharedKVEngine(_SequentialLanguage, SharedCacheEngine):
         chunk = self.emit_chunk(frame_id, observation,
                                 self.chunk_actions(table, self.cache, frame_id, observation,
                                                    began), start, began)
-        steps = 0
         while (request := self.scheduler.next_waiting()) is not None:
-            steps += self.answer_alone(request, table, self.cache, frame_id, prefix)
+            self.answer_alone(request, table, self.cache, frame_id, prefix)
         self.cache.free(table)
-        return chunk, steps
+        return chunk
 
 
 class IsolatedEngine(_SequentialLanguage):
@@ -59,13 +58,12 @@ class IsolatedEngine(_SequentialLanguage):
                                 self.chunk_actions(table, action_cache, frame_id, observation,
                                                    began), start, began)
         action_cache.free(table)
-        steps = 0
         while (request := self.scheduler.next_waiting()) is not None:
             cache = self.caches[request.kind]
             table = self._own_prefill(prefix, cache, request.kind)
-            steps += self.answer_alone(request, table, cache, frame_id, prefix)
+            self.answer_alone(request, table, cache, frame_id, prefix)
             cache.free(table)
-        return chunk, steps
+        return chunk
 
     def _own_prefill(self, prefix, cache, owner):
         table = self.model.prefill(prefix, cache, owner=owner, reuse=False)

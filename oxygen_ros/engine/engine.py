@@ -59,7 +59,6 @@ class EngineCore:
         self.next_frame_at: Optional[float] = None   # engine clock; None before any frame
         self._dialogue_ids = itertools.count(1)      # the ids clients see, in arrival order
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._events: list = []
         self.max_prefix_tokens = (len(config.camera_names) * model.config.image_tokens_per_camera
                                   + model.config.max_prompt_tokens)
 
@@ -133,7 +132,6 @@ class EngineCore:
         start = began if frame_start is None else frame_start
         frame_id = self.frames
         self.frames += 1
-        self._events = []
         self.timing.observe_age(start - observation.stamp)
         self._drain_inbox()
         self._expire()
@@ -142,22 +140,19 @@ class EngineCore:
             self.scheduler.submit(memory)
         prefix = self.build_prefix(observation)
         before = Counter(self.counters)
-        reused_before = self.model.counters["prefix_tokens_reused"]
-        chunk, allowed = self.run_frame(frame_id, observation, prefix, start, began)
+        chunk = self.run_frame(frame_id, observation, prefix, start, began)
         self.counters["frames"] += 1
         self.next_frame_at = self.timing.next_start(start)
         return FrameReport(
             frame_id, latency_s=self.clock.now() - start, chunk=chunk,
-            tokens=self.counters["tokens"] - before["tokens"], language_budget_tokens=allowed,
-            prefix_reused_tokens=self.model.counters["prefix_tokens_reused"] - reused_before,
+            tokens=self.counters["tokens"] - before["tokens"],
             preempted=self.counters["preemptions"] - before["preemptions"],
             active_requests=len(self.scheduler.running), pages_in_use=self.pages_in_use(),
-            next_frame_at=self.next_frame_at, events=self._events)
+            next_frame_at=self.next_frame_at)
 
     def run_frame(self, frame_id: int, observation: Observation, prefix: Prefix,
-                  start: float, began: float) -> tuple[ActionChunk, int]:
-        """The mode's frame: emit the action chunk, do language work; (chunk, decode steps
-        the frame's budget allowed)."""
+                  start: float, began: float) -> ActionChunk:
+        """The mode's frame: emit the action chunk (returned), then do language work."""
         raise NotImplementedError
 
     def build_prefix(self, observation: Observation) -> Prefix:
@@ -197,7 +192,6 @@ class EngineCore:
         return chunk
 
     def _emit(self, event, callback: Callback) -> None:
-        self._events.append(event)
         if callback is not None:
             callback(event)
 
@@ -266,17 +260,14 @@ class EngineCore:
                    self.on_text)
         request.seq += 1
 
-    def decode_to_completion(self, request: LanguageRequest, cache: KVCache) -> int:
+    def decode_to_completion(self, request: LanguageRequest, cache: KVCache) -> None:
         """Decode one request alone until it finishes (the baselines' language path)."""
-        steps = 0
         while request.status is Status.RUNNING:
             if not cache.reserve(request.table, 1):
                 raise RuntimeError(f"{self.mode}: KV pool exhausted while decoding request "
                                    f"{request.id}; raise num_pages")
             logits = self.model.decode([request.table], [request.next_token], cache)
             self.take_token(request, logits)
-            steps += 1
-        return steps
 
     def pages_in_use(self) -> int:
         raise NotImplementedError

@@ -85,16 +85,15 @@ class OxygenEngine(SharedCacheEngine):
         chunk = self.emit_chunk(frame_id, observation, actions, start, began)
         self.newest = (table, prefix, frame_id)
         actions_done = self.clock.now()
-        _, allowed = self.language(self.timing.language_until(start, actions_done))
+        self.language(self.timing.language_until(start, actions_done))
         self.timing.observe_language(self.clock.now() - actions_done)
-        return chunk, allowed
+        return chunk
 
     def idle_step(self, until: float | None = None) -> int:
         """Language without a new chunk (no fresh observation, or none newer than the plan
         in force): running requests decode, new ones attach to the newest prefix seen (the
         answer is about the last thing seen) or, before any, wait. Runs until `until`
         (default one frame period from now); returns the tokens decoded."""
-        self._events = []
         self._drain_inbox()
         self._expire()
         if until is None:
@@ -141,8 +140,8 @@ class OxygenEngine(SharedCacheEngine):
             return 0
         return sum(r.status is Status.WAITING for r in self.scheduler.waiting)
 
-    def language(self, until: float) -> tuple[int, int]:
-        """Language work until `until` (engine clock); (decode steps run, steps allowed).
+    def language(self, until: float) -> None:
+        """Language work until `until` (engine clock).
         The first prompt piece and the first decode step run whatever the estimates say:
         that is the floor that keeps every request moving, and it measures unknown work."""
         now = self.clock.now
@@ -195,7 +194,6 @@ class OxygenEngine(SharedCacheEngine):
             if size < len(queue):
                 break  # throttled: the rest of this frame belongs to the next frame's actions
         self.scheduler.account(steps)
-        return steps, cap
 
     def _resume_cost(self, request: LanguageRequest):
         if request.status is not Status.PREEMPTED:
