@@ -18,7 +18,7 @@ from oxygen_ros.engine.frame_timing import FrameTiming
 from oxygen_ros.engine.memory_task import MemoryTask
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.outputs import ActionChunk, FrameReport, TextChunk
-from oxygen_ros.engine.request import LanguageRequest, Status
+from oxygen_ros.engine.request import Cancel, LanguageRequest, NewDialogue, Status
 from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.normalization import Normalization
 from oxygen_ros.model.pi05 import Pi05Model
@@ -77,13 +77,13 @@ class EngineCore:
         """Queue a dialogue request from any thread; its id comes back with every text chunk
         (dialogue ids count 1, 2, 3, ... in arrival order)."""
         request_id = next(self._dialogue_ids)
-        self._inbox.put((request_id, text, max_tokens, self.clock.now()))
+        self._inbox.put(NewDialogue(request_id, text, max_tokens, self.clock.now()))
         return request_id
 
     def cancel_dialogue(self, request_id: int) -> None:
         """End a dialogue request from any thread (finish_reason cancelled, pages freed at the
         engine's next step); nothing happens if it has already ended."""
-        self._inbox.put((request_id, None, None, None))
+        self._inbox.put(Cancel(request_id))
 
     def drain(self) -> None:
         """Take new requests and cancellations now (engine thread; frames do it too)."""
@@ -92,24 +92,27 @@ class EngineCore:
     def _drain_inbox(self) -> None:
         while True:
             try:
-                request_id, text, max_tokens, arrival = self._inbox.get_nowait()
+                message = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            if text is None:
-                self._cancel(request_id)
-                continue
-            request = self.dialogue.request(request_id, text, arrival, max_tokens)
-            self.counters["dialogue_requests"] += 1
-            self.counters["truncated_requests"] += request.truncated
-            pending = sum(r.kind == "dialogue" for r in (*self.scheduler.waiting,
-                                                         *self.scheduler.running))
-            if pending >= self.config.max_pending_requests:
-                self.counters["rejected_requests"] += 1
-                request.status = Status.FINISHED
-                request.finish_reason = "queue_full"
-                self._text(request, "", final=True)
-                continue
-            self.scheduler.submit(request)
+            if isinstance(message, Cancel):
+                self._cancel(message.request_id)
+            else:
+                self._take_in(message)
+
+    def _take_in(self, new: NewDialogue) -> None:
+        request = self.dialogue.request(new.request_id, new.text, new.arrival, new.max_tokens)
+        self.counters["dialogue_requests"] += 1
+        self.counters["truncated_requests"] += request.truncated
+        pending = sum(r.kind == "dialogue" for r in (*self.scheduler.waiting,
+                                                     *self.scheduler.running))
+        if pending >= self.config.max_pending_requests:
+            self.counters["rejected_requests"] += 1
+            request.status = Status.FINISHED
+            request.finish_reason = "queue_full"
+            self._text(request, "", final=True)
+            return
+        self.scheduler.submit(request)
 
     def _cancel(self, request_id: int) -> None:
         for request in (*self.scheduler.running, *self.scheduler.waiting):
