@@ -9,28 +9,22 @@ shared_kv: one prefill per frame shared by every task (cross-task KV sharing), b
 
 from oxygen_ros.engine.engine import EngineCore
 from oxygen_ros.engine.request import LanguageRequest
+from oxygen_ros.engine.shared_cache import SharedCacheEngine
 
 
 class _SequentialLanguage(EngineCore):
     """Both baselines answer each request alone, start to end, in the frame it arrived."""
 
-    def answer_alone(self, request: LanguageRequest, base, cache, frame_id, prefix) -> int:
+    def answer_alone(self, request: LanguageRequest, base, cache, frame_id, prefix) -> None:
         request.frame_id, request.prefix = frame_id, prefix
         self.attach(request, base, cache)
         if not self.feed(request, request.unfed, cache):
             raise RuntimeError(f"{self.mode}: KV pool exhausted; raise num_pages")
-        return self.decode_to_completion(request, cache)
+        self.decode_to_completion(request, cache)
 
 
-class SharedKVEngine(_SequentialLanguage):
+class SharedKVEngine(_SequentialLanguage, SharedCacheEngine):
     mode = "shared_kv"
-
-    def __init__(self, model, config, **kwargs):
-        super().__init__(model, config, **kwargs)
-        self.cache = self.new_cache()
-
-    def cache_of(self, request: LanguageRequest):
-        return self.cache
 
     def run_frame(self, frame_id, observation, prefix, start, began):
         table = self.model.prefill(prefix, self.cache)
@@ -39,20 +33,10 @@ class SharedKVEngine(_SequentialLanguage):
         chunk = self.emit_chunk(frame_id, observation,
                                 self.chunk_actions(table, self.cache, frame_id, observation,
                                                    began), start, began)
-        steps = 0
         while (request := self.scheduler.next_waiting()) is not None:
-            steps += self.answer_alone(request, table, self.cache, frame_id, prefix)
+            self.answer_alone(request, table, self.cache, frame_id, prefix)
         self.cache.free(table)
-        return chunk, steps
-
-    def pages_in_use(self) -> int:
-        return self.cache.pool.used_pages
-
-    def kv_peak_bytes(self) -> int:
-        return self.cache.pool.peak_bytes + self.cache.actions.bytes
-
-    def reset_peaks(self) -> None:
-        self.cache.pool.reset_peak()
+        return chunk
 
 
 class IsolatedEngine(_SequentialLanguage):
@@ -74,13 +58,12 @@ class IsolatedEngine(_SequentialLanguage):
                                 self.chunk_actions(table, action_cache, frame_id, observation,
                                                    began), start, began)
         action_cache.free(table)
-        steps = 0
         while (request := self.scheduler.next_waiting()) is not None:
             cache = self.caches[request.kind]
             table = self._own_prefill(prefix, cache, request.kind)
-            steps += self.answer_alone(request, table, cache, frame_id, prefix)
+            self.answer_alone(request, table, cache, frame_id, prefix)
             cache.free(table)
-        return chunk, steps
+        return chunk
 
     def _own_prefill(self, prefix, cache, owner):
         table = self.model.prefill(prefix, cache, owner=owner, reuse=False)

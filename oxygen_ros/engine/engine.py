@@ -18,7 +18,7 @@ from oxygen_ros.engine.frame_timing import FrameTiming
 from oxygen_ros.engine.memory_task import MemoryTask
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.outputs import ActionChunk, FrameReport, TextChunk
-from oxygen_ros.engine.request import LanguageRequest, Status
+from oxygen_ros.engine.request import Cancel, LanguageRequest, NewDialogue, Status
 from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.normalization import Normalization
 from oxygen_ros.model.pi05 import Pi05Model
@@ -59,7 +59,6 @@ class EngineCore:
         self.next_frame_at: Optional[float] = None   # engine clock; None before any frame
         self._dialogue_ids = itertools.count(1)      # the ids clients see, in arrival order
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._events: list = []
         self.max_prefix_tokens = (len(config.camera_names) * model.config.image_tokens_per_camera
                                   + model.config.max_prompt_tokens)
 
@@ -78,13 +77,13 @@ class EngineCore:
         """Queue a dialogue request from any thread; its id comes back with every text chunk
         (dialogue ids count 1, 2, 3, ... in arrival order)."""
         request_id = next(self._dialogue_ids)
-        self._inbox.put((request_id, text, max_tokens, self.clock.now()))
+        self._inbox.put(NewDialogue(request_id, text, max_tokens, self.clock.now()))
         return request_id
 
     def cancel_dialogue(self, request_id: int) -> None:
         """End a dialogue request from any thread (finish_reason cancelled, pages freed at the
         engine's next step); nothing happens if it has already ended."""
-        self._inbox.put((request_id, None, None, None))
+        self._inbox.put(Cancel(request_id))
 
     def drain(self) -> None:
         """Take new requests and cancellations now (engine thread; frames do it too)."""
@@ -93,24 +92,27 @@ class EngineCore:
     def _drain_inbox(self) -> None:
         while True:
             try:
-                request_id, text, max_tokens, arrival = self._inbox.get_nowait()
+                message = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            if text is None:
-                self._cancel(request_id)
-                continue
-            request = self.dialogue.request(request_id, text, arrival, max_tokens)
-            self.counters["dialogue_requests"] += 1
-            self.counters["truncated_requests"] += request.truncated
-            pending = sum(r.kind == "dialogue" for r in (*self.scheduler.waiting,
-                                                         *self.scheduler.running))
-            if pending >= self.config.max_pending_requests:
-                self.counters["rejected_requests"] += 1
-                request.status = Status.FINISHED
-                request.finish_reason = "queue_full"
-                self._text(request, "", final=True)
-                continue
-            self.scheduler.submit(request)
+            if isinstance(message, Cancel):
+                self._cancel(message.request_id)
+            else:
+                self._take_in(message)
+
+    def _take_in(self, new: NewDialogue) -> None:
+        request = self.dialogue.request(new.request_id, new.text, new.arrival, new.max_tokens)
+        self.counters["dialogue_requests"] += 1
+        self.counters["truncated_requests"] += request.truncated
+        pending = sum(r.kind == "dialogue" for r in (*self.scheduler.waiting,
+                                                     *self.scheduler.running))
+        if pending >= self.config.max_pending_requests:
+            self.counters["rejected_requests"] += 1
+            request.status = Status.FINISHED
+            request.finish_reason = "queue_full"
+            self._text(request, "", final=True)
+            return
+        self.scheduler.submit(request)
 
     def _cancel(self, request_id: int) -> None:
         for request in (*self.scheduler.running, *self.scheduler.waiting):
@@ -133,7 +135,6 @@ class EngineCore:
         start = began if frame_start is None else frame_start
         frame_id = self.frames
         self.frames += 1
-        self._events = []
         self.timing.observe_age(start - observation.stamp)
         self._drain_inbox()
         self._expire()
@@ -142,22 +143,19 @@ class EngineCore:
             self.scheduler.submit(memory)
         prefix = self.build_prefix(observation)
         before = Counter(self.counters)
-        reused_before = self.model.counters["prefix_tokens_reused"]
-        chunk, allowed = self.run_frame(frame_id, observation, prefix, start, began)
+        chunk = self.run_frame(frame_id, observation, prefix, start, began)
         self.counters["frames"] += 1
         self.next_frame_at = self.timing.next_start(start)
         return FrameReport(
             frame_id, latency_s=self.clock.now() - start, chunk=chunk,
-            tokens=self.counters["tokens"] - before["tokens"], language_budget_tokens=allowed,
-            prefix_reused_tokens=self.model.counters["prefix_tokens_reused"] - reused_before,
+            tokens=self.counters["tokens"] - before["tokens"],
             preempted=self.counters["preemptions"] - before["preemptions"],
             active_requests=len(self.scheduler.running), pages_in_use=self.pages_in_use(),
-            next_frame_at=self.next_frame_at, events=self._events)
+            next_frame_at=self.next_frame_at)
 
     def run_frame(self, frame_id: int, observation: Observation, prefix: Prefix,
-                  start: float, began: float) -> tuple[ActionChunk, int]:
-        """The mode's frame: emit the action chunk, do language work; (chunk, decode steps
-        the frame's budget allowed)."""
+                  start: float, began: float) -> ActionChunk:
+        """The mode's frame: emit the action chunk (returned), then do language work."""
         raise NotImplementedError
 
     def build_prefix(self, observation: Observation) -> Prefix:
@@ -197,7 +195,6 @@ class EngineCore:
         return chunk
 
     def _emit(self, event, callback: Callback) -> None:
-        self._events.append(event)
         if callback is not None:
             callback(event)
 
@@ -266,17 +263,14 @@ class EngineCore:
                    self.on_text)
         request.seq += 1
 
-    def decode_to_completion(self, request: LanguageRequest, cache: KVCache) -> int:
+    def decode_to_completion(self, request: LanguageRequest, cache: KVCache) -> None:
         """Decode one request alone until it finishes (the baselines' language path)."""
-        steps = 0
         while request.status is Status.RUNNING:
             if not cache.reserve(request.table, 1):
                 raise RuntimeError(f"{self.mode}: KV pool exhausted while decoding request "
                                    f"{request.id}; raise num_pages")
             logits = self.model.decode([request.table], [request.next_token], cache)
             self.take_token(request, logits)
-            steps += 1
-        return steps
 
     def pages_in_use(self) -> int:
         raise NotImplementedError

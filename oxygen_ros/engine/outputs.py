@@ -1,6 +1,6 @@
 """What the engine emits: action chunks, streamed text, memory summaries, frame reports."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -43,10 +43,7 @@ class FrameReport:
     latency_s: float             # whole frame: prefill, actions and this frame's language work
     chunk: ActionChunk
     tokens: int                  # language tokens decoded in this frame
-    language_budget_tokens: int  # decode steps the deadline allowed (tokens_per_frame if none)
-    prefix_reused_tokens: int
     preempted: int
     active_requests: int
     pages_in_use: int
     next_frame_at: float         # when the next frame should start (engine clock)
-    events: list = field(default_factory=list)

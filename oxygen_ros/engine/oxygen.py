@@ -12,19 +12,18 @@ import math
 import numpy as np
 
 from oxygen_ros.cache.page_table import PageTable
-from oxygen_ros.engine.engine import EngineCore
 from oxygen_ros.engine.request import LanguageRequest, Status
+from oxygen_ros.engine.shared_cache import SharedCacheEngine
 from oxygen_ros.model.prefix import Prefix, build_prefix
 
 PROMPT_PIECE = 64   # tokens of a prompt a frame's guaranteed minimum feeds
 
 
-class OxygenEngine(EngineCore):
+class OxygenEngine(SharedCacheEngine):
     mode = "oxygen"
 
     def __init__(self, model, config, calibrate: bool = True, **kwargs):
         super().__init__(model, config, **kwargs)
-        self.cache = self.new_cache()
         # the newest observation's prefix: new requests attach to it, also between frames
         self.newest: tuple[PageTable, Prefix, int] | None = None
         if model.device.type == "cuda":
@@ -78,9 +77,6 @@ class OxygenEngine(EngineCore):
             self.cache.free(fork)
         self.cache.pool.reset_peak()
 
-    def cache_of(self, request: LanguageRequest):
-        return self.cache
-
     def run_frame(self, frame_id, observation, prefix, start, began):
         # the previous prefix stays indexed: unchanged pages are found again, not recomputed
         self.release_newest()
@@ -89,16 +85,15 @@ class OxygenEngine(EngineCore):
         chunk = self.emit_chunk(frame_id, observation, actions, start, began)
         self.newest = (table, prefix, frame_id)
         actions_done = self.clock.now()
-        _, allowed = self.language(self.timing.language_until(start, actions_done))
+        self.language(self.timing.language_until(start, actions_done))
         self.timing.observe_language(self.clock.now() - actions_done)
-        return chunk, allowed
+        return chunk
 
     def idle_step(self, until: float | None = None) -> int:
         """Language without a new chunk (no fresh observation, or none newer than the plan
         in force): running requests decode, new ones attach to the newest prefix seen (the
         answer is about the last thing seen) or, before any, wait. Runs until `until`
         (default one frame period from now); returns the tokens decoded."""
-        self._events = []
         self._drain_inbox()
         self._expire()
         if until is None:
@@ -145,8 +140,8 @@ class OxygenEngine(EngineCore):
             return 0
         return sum(r.status is Status.WAITING for r in self.scheduler.waiting)
 
-    def language(self, until: float) -> tuple[int, int]:
-        """Language work until `until` (engine clock); (decode steps run, steps allowed).
+    def language(self, until: float) -> None:
+        """Language work until `until` (engine clock).
         The first prompt piece and the first decode step run whatever the estimates say:
         that is the floor that keeps every request moving, and it measures unknown work."""
         now = self.clock.now
@@ -199,7 +194,6 @@ class OxygenEngine(EngineCore):
             if size < len(queue):
                 break  # throttled: the rest of this frame belongs to the next frame's actions
         self.scheduler.account(steps)
-        return steps, cap
 
     def _resume_cost(self, request: LanguageRequest):
         if request.status is not Status.PREEMPTED:
@@ -230,12 +224,3 @@ class OxygenEngine(EngineCore):
             while request.status is Status.RUNNING and not self.cache.reserve(request.table, 1):
                 self.preempt(self.scheduler.victim())
         return [r for r in batch if r.status is Status.RUNNING]
-
-    def kv_peak_bytes(self) -> int:
-        return self.cache.pool.peak_bytes + self.cache.actions.bytes
-
-    def reset_peaks(self) -> None:
-        self.cache.pool.reset_peak()
-
-    def pages_in_use(self) -> int:
-        return self.cache.pool.used_pages
