@@ -1,52 +1,79 @@
 """EngineConfig: everything the engine is told besides the model — cache size, the
 real-time contract (frame target, plan deadline, language floor), request limits,
-decoding."""
+decoding. Each field's default and description live here only (the inference node
+declares its parameters from them)."""
 
 from dataclasses import dataclass
 from typing import Optional
 
-from oxygen_ros.engine.rtc import SWITCHES, RTCSettings
+from oxygen_ros.engine.parameters import parameter
+from oxygen_ros.engine.rtc import GUIDANCE, SCHEDULES, SWITCHES, RTCSettings
 
 
 @dataclass
 class EngineConfig:
-    camera_names: tuple[str, ...] = ("base", "left_wrist", "right_wrist")
-    page_size: int = 16
-    num_pages: int = 512                   # the whole unified pool (all tasks)
-    tokens_per_frame: int = 4              # k: decode steps per control frame (all requests)
-    max_tokens_per_frame: int = 8          # cap when language catches up after throttling
-    dialogue_max_tokens: int = 32
-    memory_max_tokens: int = 48
-    memory_period_s: float = 10.0          # 0.1 Hz episodic memory; <= 0 turns it off
-    max_request_tokens: int = 256          # longer dialogue text is cut (and counted)
-    # -- the real-time contract (frame_period_s None: no clock at all, as in benchmarks)
-    frame_period_s: Optional[float] = None   # target: a new frame (fresh chunk) this often
-    action_dt_s: float = 0.02              # seconds between the steps of a chunk
-    # -- how a new chunk takes over from the plan in force: rtc (Real-Time Chunking: the
-    # new chunk is denoised to continue the plan, no fade), crossfade (over blend_s), none
-    chunk_switch: str = "rtc"
-    blend_s: float = 0.1                   # crossfade: a new chunk takes over over this long
-    rtc_guidance: str = "error"            # error (lerobot 0.6.1's) or vjp (the paper's)
-    rtc_execution_horizon: int = 0         # steps guided toward the plan, at least the
-                                           # frozen ones; 0: all the plan still covers
-    rtc_prefix_attention_schedule: str = "exp"      # zeros, ones, linear, exp
-    # clip of the guidance weight (0: no guidance); higher: smoother switches but chunks
-    # that lag the task more (README "Chunk switching")
-    rtc_max_guidance_weight: float = 3.0
-    deadline_margin_s: float = 0.02        # the successor chunk is due this much earlier
-    language_floor: float = 0.1            # share of frame_period_s language always gets
+    camera_names: tuple[str, ...] = parameter(
+        ("base", "left_wrist", "right_wrist"), "model camera slots, in order")
+    page_size: int = parameter(16, "tokens per KV page")
+    num_pages: int = parameter(512, "KV pages in the unified pool (all tasks)",
+                               range=(1, 10_000_000))
+    tokens_per_frame: int = parameter(4, "k: decode steps per frame for all language requests")
+    max_tokens_per_frame: int = parameter(8, "cap when language catches up after throttling")
+    dialogue_max_tokens: int = parameter(48, "max new tokens per dialogue answer")
+    memory_max_tokens: int = parameter(48, "max new tokens per memory summary")
+    memory_period_s: float = parameter(10.0, "episodic memory period (0.1 Hz); <= 0 turns "
+                                             "it off")
+    max_request_tokens: int = parameter(256, "longer dialogue text is cut (and counted)")
+    # -- the real-time contract
+    frame_period_s: Optional[float] = parameter(
+        None, "target time between engine frames (fresh chunks); a frame comes earlier when "
+              "the plan in force needs its successor. None: no clock at all (benchmarks)",
+        kind=float)
+    action_dt_s: float = parameter(0.02, "seconds between the steps of a chunk")
+    chunk_switch: str = parameter(
+        "rtc", "how a new chunk takes over: rtc (Real-Time Chunking: denoised to continue "
+               "the plan in force, no fade), crossfade (over blend_s) or none",
+        choices=SWITCHES)
+    blend_s: float = parameter(0.1, "chunk_switch crossfade: fade from the old to the new "
+                                    "chunk this long")
+    rtc_guidance: str = parameter(
+        "error", "rtc: error (lerobot 0.6.1's, no backward pass) or vjp (the paper's, a "
+                 "backward pass through the action expert)", choices=GUIDANCE)
+    rtc_execution_horizon: int = parameter(
+        0, "rtc: chunk steps guided toward the plan in force, at least the frozen ones (0: "
+           "all the plan still covers)", range=(0, 100_000))
+    rtc_prefix_attention_schedule: str = parameter(
+        "exp", "rtc: weights after the frozen steps", choices=SCHEDULES)
+    rtc_max_guidance_weight: float = parameter(
+        3.0, "rtc: clip of the guidance weight (0: no guidance); higher: smoother switches "
+             "but chunks that lag the task more (README \"Chunk switching\")",
+        range=(0.0, 1e6))
+    deadline_margin_s: float = parameter(
+        0.02, "a successor chunk is due this long before the plan in force runs out (on top "
+              "of blend_s)")
+    language_floor: float = parameter(0.1, "share of frame_period_s language always gets "
+                                           "after a chunk", range=(0.0, 1.0))
     # -- requests
-    request_timeout_s: float = 60.0        # a request not finished by then ends ("timeout")
-    max_pending_requests: int = 64         # dialogue requests beyond this end ("queue_full")
+    request_timeout_s: float = parameter(60.0, "a dialogue request not finished by then ends "
+                                               "with finish_reason timeout (0: never)")
+    max_pending_requests: int = parameter(
+        64, "dialogue requests beyond this many waiting or running end at once with "
+            "finish_reason queue_full", range=(1, 1_000_000))
     # -- speed on CUDA (the CPU path never changes)
-    cuda_graphs: bool = True               # decode steps and the denoising loop as graphs
-    torch_compile: bool = False            # torch.compile the MLP blocks
-    temperature: float = 0.0               # 0: greedy
-    top_p: float = 1.0
-    stop_at_eos: bool = True
-    seed: int = 0
-    dialogue_template: str = "\nUser: {text}\nRobot: "
-    memory_template: str = "\nMemory so far: {previous}\nSummary of frames {first}-{last}: "
+    cuda_graphs: bool = parameter(True, "on CUDA: decode steps and the denoising loop as "
+                                        "CUDA graphs")
+    torch_compile: bool = parameter(False, "on CUDA: torch.compile the MLP blocks (slower "
+                                           "start-up)")
+    temperature: float = parameter(0.0, "sampling temperature; 0 is greedy")
+    top_p: float = parameter(1.0, "nucleus sampling mass")
+    stop_at_eos: bool = parameter(True, "end an answer at the end-of-sequence token")
+    seed: int = parameter(0, "noise seed (the node also seeds a preset's random weights "
+                             "with it)")
+    dialogue_template: str = parameter("\nUser: {text}\nRobot: ",
+                                       "prompt around a dialogue request ({text})")
+    memory_template: str = parameter(
+        "\nMemory so far: {previous}\nSummary of frames {first}-{last}: ",
+        "prompt of a memory summary ({previous}, {first}, {last})")
 
     def __post_init__(self):
         if self.tokens_per_frame < 0 or self.max_tokens_per_frame < self.tokens_per_frame:

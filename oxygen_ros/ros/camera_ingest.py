@@ -14,20 +14,21 @@ from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
+from oxygen_ros.engine.parameters import build
 from oxygen_ros.msg import Observation
-from oxygen_ros.ros import diagnostics, qos
+from oxygen_ros.ros import diagnostics, qos, ros_parameters
 from oxygen_ros.ros.conversions import joint_state_problem, take_instruction
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.frame_sync import FrameSynchronizer
 from oxygen_ros.model.letterbox import resize_rgb
 from oxygen_ros.ros.image_conversion import (
-    MAX_PIXELS,
     ImageConversionError,
     compressed_to_rgb,
     image_to_rgb,
     rgb_to_image,
 )
+from oxygen_ros.ros.node_parameters import IngestParameters, ingest_specs
 from oxygen_ros.ros.run_node import run_node
 
 SILENT_S = 2.0                 # a camera topic without frames this long is reported
@@ -52,39 +53,15 @@ class CameraIngest(Node):
 
     def __init__(self, **kwargs):
         super().__init__("camera_ingest", **kwargs)
-        self.declare_parameter("camera_topics", ["/cameras/base/image_raw",
-                                                 "/cameras/left_wrist/image_raw",
-                                                 "/cameras/right_wrist/image_raw"])
-        self.declare_parameter("camera_names", ["base", "left_wrist", "right_wrist"])
-        self.declare_parameter("joint_state_topic", "/joint_states")
-        self.declare_parameter("instruction_topic", "/oxygen/instruction")
-        self.declare_parameter("observation_topic", "/oxygen/observation")
-        self.declare_parameter("image_size", 224)
-        self.declare_parameter("resize_mode", "pad")
-        self.declare_parameter("sync_slop_s", 0.025)
-        self.declare_parameter("max_delay_s", 0.1)
-        self.declare_parameter("max_age_s", 1.0)
-        self.declare_parameter("max_image_pixels", MAX_PIXELS)
-        self.declare_parameter("tiny_images", "drop")
-        self.declare_parameter("diagnostics_period_s", 1.0)
-
-        topics = self._param("camera_topics")
-        names = self._param("camera_names")
-        if len(topics) != len(names) or not topics:
-            raise ValueError(f"camera_topics ({len(topics)}) and camera_names ({len(names)}) "
-                             "must be non-empty and of equal length")
-        self.image_size = self._param("image_size")
-        self.resize_mode = self._param("resize_mode")
-        if self.resize_mode not in ("pad", "stretch"):
-            raise ValueError(f"resize_mode must be 'pad' or 'stretch', not {self.resize_mode!r}")
-        self.max_pixels = self._param("max_image_pixels")
-        self.use_tiny_images = self._param("tiny_images") == "use"
-        if self._param("tiny_images") not in ("drop", "use"):
-            raise ValueError(f"tiny_images must be 'drop' or 'use', not "
-                             f"{self._param('tiny_images')!r}")
-        self.max_age_ns = int(self._param("max_age_s") * NS)
-        self.sync = FrameSynchronizer(names, slop_ns=int(self._param("sync_slop_s") * NS),
-                                      max_delay_ns=int(self._param("max_delay_s") * NS))
+        ros_parameters.declare(self, ingest_specs())
+        params = build(IngestParameters, ros_parameters.values(self, ingest_specs()))
+        topics, names = params.camera_topics, params.camera_names
+        self.image_size, self.resize_mode = params.image_size, params.resize_mode
+        self.max_pixels = params.max_image_pixels
+        self.use_tiny_images = params.tiny_images == "use"
+        self.max_age_ns = int(params.max_age_s * NS)
+        self.sync = FrameSynchronizer(list(names), slop_ns=int(params.sync_slop_s * NS),
+                                      max_delay_ns=int(params.max_delay_s * NS))
         self._sync_lock = threading.Lock()
         self.counters = dict.fromkeys(("conversion_errors", "stale", "future") + IMAGE_PROBLEMS
                                       + ("joint_state_mismatch", "non_finite_joint_state",
@@ -96,7 +73,7 @@ class CameraIngest(Node):
         self._reported_problems = 0
         self.problems = diagnostics.BurstLogger(self.get_logger())
 
-        self.publisher = self.create_publisher(Observation, self._param("observation_topic"),
+        self.publisher = self.create_publisher(Observation, params.observation_topic,
                                                qos.RELIABLE)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.RELIABLE)
         on_image = guarded(self, self.on_image)
@@ -106,18 +83,15 @@ class CameraIngest(Node):
                 CompressedImage if compressed else Image, topic,
                 lambda msg, name=name, compressed=compressed: on_image(name, msg, compressed),
                 qos.SENSOR, callback_group=MutuallyExclusiveCallbackGroup())
-        self.create_subscription(JointState, self._param("joint_state_topic"),
+        self.create_subscription(JointState, params.joint_state_topic,
                                  guarded(self, self.on_joint_state), qos.SENSOR_DEEP,
                                  callback_group=MutuallyExclusiveCallbackGroup())
-        self.create_subscription(String, self._param("instruction_topic"),
+        self.create_subscription(String, params.instruction_topic,
                                  guarded(self, self.on_instruction), qos.LATCHED)
-        self.create_timer(self._param("diagnostics_period_s"),
+        self.create_timer(params.diagnostics_period_s,
                           guarded(self, self.publish_diagnostics))
         self.get_logger().info(f"cameras {dict(zip(names, topics))} -> "
-                               f"{self._param('observation_topic')} at {self.image_size}px")
-
-    def _param(self, name):
-        return self.get_parameter(name).value
+                               f"{params.observation_topic} at {self.image_size}px")
 
     def _problem(self, kind: str, detail: str) -> None:
         self.counters[kind] += 1

@@ -24,7 +24,8 @@ def write_params(path: Path, ingest=None, inference=None) -> Path:
             "dry_run": False, "frame_period_s": 0.05, "control_rate_hz": 50.0,
             "action_dt_s": 0.1, "blend_s": 0.05,   # tiny: H = 4 steps cover 0.4 s
             "dialogue_max_tokens": 12, "memory_period_s": 1.0,
-            "watchdog_ticks": 5, "diagnostics_period_s": 0.5} | (inference or {})},
+            "watchdog_ticks": 5, "diagnostics_period_s": 0.5,
+            "default_instruction": ""} | (inference or {})},
     }
     path.write_text(yaml.dump(params, Dumper=_NoAliases))  # rcl's parser refuses aliases
     return path

@@ -23,7 +23,9 @@ def test_ingest_publishes_synchronized_resized_observations_at_camera_rate(
         processes, rclpy_context, spin_until):
     processes.python("-m", "oxygen_ros.ros.synthetic_camera", "--ros-args",
                      "-p", "rate_hz:=20.0")
-    processes.start(installed_executable("camera_ingest"), "--ros-args", "-p", "image_size:=96")
+    processes.start(installed_executable("camera_ingest"), "--ros-args", "-p", "image_size:=96",
+                    "-p", "camera_topics:=['/cameras/base/image_raw',"
+                          "'/cameras/left_wrist/image_raw','/cameras/right_wrist/image_raw']")
 
     node = Node("observer", context=rclpy_context)
     executor = SingleThreadedExecutor(context=rclpy_context)

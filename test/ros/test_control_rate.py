@@ -23,7 +23,7 @@ def test_control_timer_holds_50_hz_and_requests_are_answered_with_a_busy_engine(
     # the small preset keeps the engine thread busy: ~0.2-0.6 s of model work per frame
     args = ["--ros-args", "-p", "preset:=small", "-p", "dry_run:=false", "-p",
             "frame_period_s:=0.5", "-p", "watchdog_ticks:=100", "-p", "memory_period_s:=1.0",
-            "-p", "dialogue_max_tokens:=8"]
+            "-p", "dialogue_max_tokens:=8", "-p", "default_instruction:=''"]
     context = rclpy_context
     node = InferenceNode(context=context, cli_args=args)
     feeder = Node("feeder", context=context)

@@ -1,0 +1,68 @@
+"""Dataclass fields that carry their description, type and range or allowed values (no ROS)."""
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class Spec:
+    default: Any
+    description: str
+    range: Optional[tuple] = None        # (lowest, highest), both allowed
+    choices: Optional[tuple] = None      # the allowed values
+    kind: Optional[type] = None          # the value's type where the default cannot say (None)
+
+    @property
+    def type(self) -> type:
+        return self.kind or type(self.default)
+
+    @property
+    def element_type(self) -> Optional[type]:
+        """The type of a sequence's items (None for a scalar)."""
+        if not isinstance(self.default, (tuple, list)):
+            return None
+        return type(self.default[0]) if self.default else str
+
+    def type_name(self) -> str:
+        names = {bool: "bool", int: "int", float: "float", str: "string"}
+        element = self.element_type
+        return f"{names[element]}[]" if element else names[self.type]
+
+    def check(self, name: str, value) -> None:
+        """Raise ValueError if value is not one of the choices or outside the range."""
+        if self.choices is not None and value not in self.choices:
+            allowed = " or ".join(", ".join(repr(c) for c in self.choices).rsplit(", ", 1))
+            raise ValueError(f"{name} must be {allowed}, not {value!r}")
+        if self.range is not None and not self.range[0] <= value <= self.range[1]:
+            raise ValueError(f"{name} must be in [{self.range[0]}, {self.range[1]}], "
+                             f"not {value!r}")
+
+
+def parameter(default, description: str, *, range: Optional[tuple] = None,
+              choices: Optional[tuple] = None, kind: Optional[type] = None):
+    """A dataclass field whose default, description and limits are said once, here."""
+    spec = Spec(default, description, range, choices, kind)
+    return dataclasses.field(default=default, metadata={"spec": spec})
+
+
+def specs(cls) -> dict[str, Spec]:
+    """name -> Spec for every field of a dataclass made with parameter()."""
+    return {f.name: f.metadata["spec"] for f in dataclasses.fields(cls)}
+
+
+def check_all(instance) -> None:
+    """Check every field of a parameters dataclass against its choices and range."""
+    for name, spec in specs(type(instance)).items():
+        spec.check(name, getattr(instance, name))
+
+
+def build(cls, values: dict):
+    """An instance of cls from the values of its fields (sequences become tuples)."""
+    return cls(**{name: _frozen(values[name]) for name in specs(cls)})
+
+
+def _frozen(value):
+    # ROS gives arrays as lists or array.array
+    return value if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") \
+        else tuple(value)

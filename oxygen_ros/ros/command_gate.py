@@ -1,0 +1,57 @@
+"""The control tick's logic: watchdog, NaN guard, clamps, held steps, hold-last (no ROS)."""
+
+from dataclasses import dataclass
+from typing import Callable, MutableMapping, Optional
+
+import numpy as np
+
+
+@dataclass
+class Tick:
+    command: Optional[np.ndarray] = None   # to publish; None: nothing this tick
+    tripped: bool = False                  # the watchdog stopped new actions this tick
+    resumed: bool = False                  # fresh observations again after a stop
+    non_finite: bool = False               # the command held NaN or inf and was skipped
+
+
+class CommandGate:
+    """Between the newest chunk and the robot: per control tick, the command that goes out.
+
+    Counts watchdog_trips, held_commands and clamped_values in `counters`."""
+
+    def __init__(self, lower, upper, watchdog_s: float, hold: bool,
+                 counters: MutableMapping[str, int]):
+        self.lower = np.asarray(lower, dtype=np.float64)
+        self.upper = np.asarray(upper, dtype=np.float64)
+        self.watchdog_s, self.hold, self.counters = watchdog_s, hold, counters
+        self.stale = True                   # until the first fresh observation
+        self.last_command: Optional[np.ndarray] = None
+
+    def fresh(self, age_s: Optional[float]) -> bool:
+        """An observation age_s old (None: none yet) is recent enough to act on."""
+        return age_s is not None and age_s <= self.watchdog_s
+
+    def clip(self, actions: np.ndarray) -> np.ndarray:
+        return np.clip(actions, self.lower, self.upper)
+
+    def tick(self, age_s: Optional[float],
+             action_at: Callable[[], Optional[tuple]]) -> Tick:
+        """One control tick; action_at() gives (command, steps past the chunk's end) or None."""
+        if not self.fresh(age_s):
+            tripped = not self.stale
+            if tripped:
+                self.stale = True
+                self.counters["watchdog_trips"] += 1
+            return Tick(self.last_command if self.hold else None, tripped=tripped)
+        resumed, self.stale = self.stale, False
+        result = action_at()
+        if result is None:
+            return Tick(resumed=resumed)
+        command, exhausted = result
+        self.counters["held_commands"] += exhausted
+        if not np.isfinite(command).all():
+            return Tick(resumed=resumed, non_finite=True)
+        clamped = self.clip(command)
+        self.counters["clamped_values"] += int((clamped != command).sum())
+        self.last_command = clamped
+        return Tick(clamped, resumed=resumed)

@@ -1,0 +1,93 @@
+"""The inference node's diagnostics: its numbers and its level and message (no ROS)."""
+
+from typing import Iterable, Mapping, Optional
+
+from oxygen_ros.engine.frame_timing import percentile
+
+BAD_INPUTS = {"future_stamp", "stale_stamp", "malformed_observation", "unknown_camera",
+              "duplicate_camera", "bad_image", "wrong_image_size", "no_usable_camera",
+              "missing_camera", "joint_names_mismatch", "joint_state_mismatch",
+              "non_finite_state", "empty_instruction", "long_instruction", "empty_request",
+              "truncated_request", "non_finite_chunk", "non_finite_command", "internal_error"}
+
+
+class Health:
+    """Level ("OK", "WARN" or "ERROR") and message per diagnostics period; a problem
+    (deadline miss, engine error, bad input) warns in the period it was counted in."""
+
+    def __init__(self):
+        self._reported_problems = 0
+
+    def verdict(self, *, engine_running: bool, active: bool, stale: bool,
+                targets_missed: Optional[str], deadline_misses: int,
+                counters: Mapping[str, int]) -> tuple[str, str]:
+        """targets_missed: what the machine can deliver when it cannot meet the targets."""
+        problems = (deadline_misses + counters.get("engine_errors", 0)
+                    + sum(n for k, n in counters.items() if k in BAD_INPUTS))
+        new_problems, self._reported_problems = problems - self._reported_problems, problems
+        if not engine_running:
+            return "ERROR", "engine thread stopped"
+        if not active:
+            return "OK", "inactive: no commands"
+        if stale:
+            return "ERROR", "no fresh observations: actions stopped"
+        if targets_missed is not None:
+            return "WARN", f"real-time targets cannot be met: {targets_missed}"
+        if new_problems:
+            return "WARN", f"{new_problems} deadline misses or bad inputs"
+        return "OK", "ok"
+
+
+def real_time_report(engine, counters: Mapping[str, int], frame_starts: Iterable[float],
+                     chunk_latencies: Iterable[float], torch_threads: int) -> dict:
+    """The real-time contract in numbers, as /diagnostics and the demo summary give it."""
+    capacity = engine.timing.capacity()
+    commands, held = counters["commands"], counters["held_commands"]
+    starts = list(frame_starts)
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    latencies = list(chunk_latencies)
+    report = {
+        "frame_period_s": engine.config.frame_period_s,
+        "frame_period_s_measured": percentile(gaps, 50) if gaps else 0.0,
+        "deadline_misses": engine.counters["deadline_misses"],
+        "commands": commands,
+        "held_commands": held,
+        "held_command_fraction": held / commands if commands else 0.0,
+        "chunk_latency_ms_p50": percentile(latencies, 50) * 1e3 if latencies else 0.0,
+        "chunk_latency_ms_max": max(latencies) * 1e3 if latencies else 0.0,
+        "action_path_ms_p95": engine.timing.action_path_p95() * 1e3,
+        "language_floor": engine.config.language_floor,
+        "torch_threads": torch_threads,
+        "chunk_switch": engine.config.chunk_switch,
+        "rtc_chunks": engine.counters["rtc_chunks"],
+        "rtc_late_switches": engine.counters["rtc_late_switches"],
+    }
+    if capacity is not None:
+        report |= {
+            "predicted_frame_period_s": capacity.frame_period_s,
+            "predicted_held_fraction": capacity.predicted_held_fraction,
+            "language_share": capacity.language_share,
+            "chunk_age_ms": capacity.chunk_age_s * 1e3,
+            "meets_targets": capacity.meets_targets,
+        }
+    return report
+
+
+def engine_values(engine) -> dict:
+    """The KV pool, the requests and the engine's counters, for /diagnostics."""
+    pool = engine.cache.pool
+    return {
+        "kv_pages_in_use": pool.used_pages,
+        "kv_pages_total": pool.num_pages,
+        "kv_bytes_in_use": pool.bytes_in_use,
+        "kv_bytes_peak": pool.peak_bytes,
+        "pending_requests": engine.pending_requests,
+        "running_requests": len(engine.scheduler.running),
+        "waiting_for_observation": engine.waiting_for_observation,
+        "timed_out_requests": engine.counters["timed_out_requests"],
+        "rejected_requests": engine.counters["rejected_requests"],
+        "frames": engine.counters["frames"],
+        "language_tokens": engine.counters["tokens"],
+        "preemptions": engine.counters["preemptions"],
+        "throttled_frames": engine.counters["throttled_frames"],
+    }

@@ -1,0 +1,150 @@
+"""Both nodes' parameters, each default and limit said once, and EngineConfig from them (no ROS)."""
+
+import dataclasses
+from dataclasses import dataclass
+
+from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.engine.parameters import Spec, build, check_all, parameter, specs
+from oxygen_ros.ros.image_conversion import MAX_PIXELS
+
+JOINTS = 14
+
+
+@dataclass(frozen=True)
+class InferenceParameters:
+    """What only the inference node knows; the engine's parameters are EngineConfig's."""
+    # -- topics
+    observation_topic: str = parameter("/oxygen/observation", "oxygen_ros/Observation input")
+    dialogue_request_topic: str = parameter("/oxygen/dialogue/request",
+                                            "std_msgs/String requests")
+    instruction_topic: str = parameter("/oxygen/instruction",
+                                       "std_msgs/String task (transient local)")
+    command_topic: str = parameter("/oxygen/joint_command",
+                                   "per-step std_msgs/Float64MultiArray")
+    action_chunk_topic: str = parameter("/oxygen/action_chunk",
+                                        "oxygen_ros/ActionChunk per chunk")
+    trajectory_topic: str = parameter("/oxygen/joint_trajectory",
+                                      "trajectory_msgs/JointTrajectory per chunk")
+    dialogue_topic: str = parameter("/oxygen/dialogue", "oxygen_ros/DialogueChunk stream")
+    memory_topic: str = parameter("/oxygen/memory", "oxygen_ros/MemorySummary")
+    ask_action: str = parameter("/oxygen/ask",
+                                "oxygen_ros/action/Ask server (dialogue with feedback)")
+    default_instruction: str = parameter("pick up the red cup and put it in the bin",
+                                         "instruction used until one arrives")
+    # -- the robot
+    joint_names: tuple[str, ...] = parameter(
+        tuple(f"joint_{i}" for i in range(JOINTS)),
+        "robot joints = the first action dimensions, and the state order")
+    joint_lower_limits: tuple[float, ...] = parameter(
+        (-1.0,) * JOINTS, "per-joint clamp, same order as joint_names")
+    joint_upper_limits: tuple[float, ...] = parameter(
+        (1.0,) * JOINTS, "per-joint clamp, same order as joint_names")
+    # -- the model
+    preset: str = parameter("small", "model preset when no checkpoint is given: pi05, small, "
+                                     "tiny, demo")
+    checkpoint: str = parameter("", "π0.5 checkpoint directory (openpi PyTorch or lerobot "
+                                    "pi05 layout)")
+    tokenizer: str = parameter("", "PaliGemma SentencePiece .model file (needed with a "
+                                   "checkpoint)")
+    asset_id: str = parameter("", "openpi normalization stats to use (assets/<asset_id>/)")
+    normalization: str = parameter("", "'': the checkpoint's statistics (required if it "
+                                       "normalizes); identity: none")
+    attention_heads: int = parameter(0, "Gemma heads, for a checkpoint variant the loader "
+                                        "does not know (0: from the variant name)")
+    attention_kv_heads: int = parameter(0, "Gemma kv heads (with attention_heads)")
+    attention_head_dim: int = parameter(0, "Gemma head_dim (with attention_heads)")
+    vision_heads: int = parameter(0, "SigLIP heads (0: from the width, 72 or 64 per head)")
+    device: str = parameter("cpu", "cpu or cuda")
+    dtype: str = parameter("float32", "float32 or bfloat16")
+    prefix_attention: str = parameter("", "bidirectional or causal_prompt; empty: the "
+                                          "model's own")
+    torch_threads: int = parameter(0, "torch CPU threads; 0: all cores but one",
+                                   range=(0, 1024))
+    # -- commands and safety
+    control_rate_hz: float = parameter(50.0, "per-step command rate (50-70 Hz typical)",
+                                       range=(1.0, 1000.0))
+    dry_run: bool = parameter(True, "compute and report, but publish no commands or "
+                                    "trajectories")
+    autostart: bool = parameter(True, "configure and activate at start; false: wait for a "
+                                      "lifecycle manager")
+    watchdog_ticks: int = parameter(25, "control ticks without a fresh observation before "
+                                        "stopping", range=(1, 10_000))
+    watchdog_action: str = parameter("stop", "stop: publish nothing; hold: repeat the last "
+                                             "command", choices=("stop", "hold"))
+    diagnostics_period_s: float = parameter(1.0, "diagnostics publishing period")
+
+    def __post_init__(self):
+        check_all(self)
+        if not len(self.joint_lower_limits) == len(self.joint_upper_limits) == len(
+                self.joint_names):
+            raise ValueError("joint_lower_limits, joint_upper_limits and joint_names must "
+                             "have the same length")
+
+
+# The one place where the node's parameter differs from EngineConfig's field. A ROS
+# parameter cannot be None, and the node always runs on a clock (None, EngineConfig's
+# default, means no clock: benchmarks step frames themselves); the node's step is one
+# control tick unless set.
+ENGINE_DIFFERENCES = {
+    "frame_period_s": dataclasses.replace(
+        specs(EngineConfig)["frame_period_s"], default=0.5,
+        description="target time between engine frames (fresh chunks); a frame comes earlier "
+                    "when the plan in force needs its successor"),
+    "action_dt_s": dataclasses.replace(
+        specs(EngineConfig)["action_dt_s"], default=0.0,
+        description="seconds between chunk steps; 0: 1 / control_rate_hz"),
+}
+
+
+def engine_config(values: dict, control_period_s: float) -> EngineConfig:
+    """The engine's config from the node's parameter values (action_dt_s 0: one tick)."""
+    engine = {name: values[name] for name in specs(EngineConfig)}
+    engine["action_dt_s"] = engine["action_dt_s"] or control_period_s
+    return build(EngineConfig, engine)
+
+
+def inference_specs() -> dict[str, Spec]:
+    """Every parameter the inference node declares: its own, then the engine's."""
+    return specs(InferenceParameters) | specs(EngineConfig) | ENGINE_DIFFERENCES
+
+
+@dataclass(frozen=True)
+class IngestParameters:
+    """camera_ingest's parameters."""
+    camera_topics: tuple[str, ...] = parameter(
+        ("/cameras/base/image_raw/compressed", "/cameras/left_wrist/image_raw/compressed",
+         "/cameras/right_wrist/image_raw/compressed"),
+        "one per camera; a topic ending in /compressed is read as CompressedImage. The first "
+        "camera drives the observation rate")
+    camera_names: tuple[str, ...] = parameter(
+        ("base", "left_wrist", "right_wrist"),
+        "the cameras' model slots, as inference.camera_names")
+    joint_state_topic: str = parameter("/joint_states", "sensor_msgs/JointState input")
+    instruction_topic: str = parameter("/oxygen/instruction",
+                                       "std_msgs/String task (transient local)")
+    observation_topic: str = parameter("/oxygen/observation", "oxygen_ros/Observation output")
+    image_size: int = parameter(112, "model resolution in pixels (small: 112, pi05: 224)")
+    resize_mode: str = parameter("pad", "pad: keep the aspect ratio on black bars (as π0.5 "
+                                        "was trained); stretch", choices=("pad", "stretch"))
+    sync_slop_s: float = parameter(0.025, "cameras and joint state pair when stamps differ "
+                                          "by at most this")
+    max_delay_s: float = parameter(0.1, "wait at most this long for a late camera, then "
+                                        "leave it out")
+    max_age_s: float = parameter(1.0, "drop sensor messages stamped more than this in the "
+                                      "past or future")
+    max_image_pixels: int = parameter(MAX_PIXELS, "larger images are refused before decoding "
+                                                  "(decompression bombs)")
+    tiny_images: str = parameter("drop", "images under a quarter of image_size: drop "
+                                         "(counted) or use", choices=("drop", "use"))
+    diagnostics_period_s: float = parameter(1.0, "diagnostics publishing period")
+
+    def __post_init__(self):
+        if len(self.camera_topics) != len(self.camera_names) or not self.camera_topics:
+            raise ValueError(f"camera_topics ({len(self.camera_topics)}) and camera_names "
+                             f"({len(self.camera_names)}) must be non-empty and of equal "
+                             "length")
+        check_all(self)
+
+
+def ingest_specs() -> dict[str, Spec]:
+    return specs(IngestParameters)

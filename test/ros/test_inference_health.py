@@ -1,0 +1,39 @@
+"""The inference node's diagnostics verdict without ROS: which state wins, and a problem
+warns only in the period it was counted in."""
+
+from collections import Counter
+
+from oxygen_ros.ros.inference_health import Health
+
+FINE = dict(engine_running=True, active=True, stale=False, targets_missed=None,
+            deadline_misses=0)
+
+
+def verdict(health, counters=None, **state):
+    return health.verdict(**(FINE | state), counters=Counter(counters or {}))
+
+
+def test_states_in_order_of_precedence():
+    assert verdict(Health(), engine_running=False, active=False, stale=True) == (
+        "ERROR", "engine thread stopped")
+    assert verdict(Health(), active=False, stale=True) == ("OK", "inactive: no commands")
+    assert verdict(Health(), stale=True, targets_missed="x") == (
+        "ERROR", "no fresh observations: actions stopped")
+    assert verdict(Health(), targets_missed="frames 0.9 s", deadline_misses=3) == (
+        "WARN", "real-time targets cannot be met: frames 0.9 s")
+    assert verdict(Health()) == ("OK", "ok")
+
+
+def test_new_problems_warn_once_then_ok():
+    health = Health()
+    assert verdict(health, {"bad_image": 2, "engine_errors": 1}, deadline_misses=1) == (
+        "WARN", "4 deadline misses or bad inputs")
+    assert verdict(health, {"bad_image": 2, "engine_errors": 1}, deadline_misses=1) == (
+        "OK", "ok")
+    assert verdict(health, {"bad_image": 3, "engine_errors": 1}, deadline_misses=1) == (
+        "WARN", "1 deadline misses or bad inputs")
+
+
+def test_counters_that_are_not_problems_do_not_warn():
+    assert verdict(Health(), {"commands": 500, "held_commands": 3, "observations": 9}) == (
+        "OK", "ok")
