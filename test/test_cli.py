@@ -112,3 +112,17 @@ def test_train_demo_refuses_bad_input_before_training(tmp_path):
         assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
         assert "seeing first" not in result.stderr          # refused before any training
     assert not (tmp_path / "checkpoint").exists()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["replay", "--help"], ["bench", "--help"]])
+def test_help_loads_neither_torch_nor_rclpy(argv):
+    """The command line imports the model and ROS only inside the handler that needs them:
+    `replay` (a child of every demo) and every --help start without torch."""
+    probe = ("import sys\nfrom oxygen_ros.cli import main\ntry:\n    main(sys.argv[1:])\n"
+             "except SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('torch', 'rclpy') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True,
+                            text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert result.returncode == 0, result.stderr
+    assert "usage: oxygen-ros" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "[]"

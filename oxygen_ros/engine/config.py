@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from oxygen_ros.engine.parameters import parameter
-from oxygen_ros.engine.rtc import GUIDANCE, SCHEDULES, SWITCHES, RTCSettings
+from oxygen_ros.engine.rtc_settings import GUIDANCE, SCHEDULES, SWITCHES, RTCSettings
 
 
 @dataclass
