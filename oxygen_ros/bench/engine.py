@@ -2,14 +2,13 @@
 process, frames interleaved (frame i of every mode, then frame i + 1), so machine noise
 hits all modes alike. A fourth engine (oxygen, actions only) gives the interference ratio."""
 
-import json
 import time
 from dataclasses import asdict
-from typing import Optional
 
 import numpy as np
 import torch
 
+from oxygen_ros.bench.report import percentile_ms, pyplot
 from oxygen_ros.bench.workloads import Workload
 from oxygen_ros.engine.baselines import IsolatedEngine, SharedKVEngine
 from oxygen_ros.engine.config import EngineConfig
@@ -58,10 +57,6 @@ def engine_config(workload: Workload, language: bool = True) -> EngineConfig:
         stop_at_eos=False, seed=workload.seed)
 
 
-def _percentile_ms(values, q) -> float:
-    return float(np.percentile(np.asarray(values) * 1e3, q)) if values else float("nan")
-
-
 def run(workload: Workload, progress=None) -> dict:
     config = preset(workload.preset).with_(num_denoise_steps=workload.denoise_steps,
                                            prefix_attention=workload.prefix_attention)
@@ -94,20 +89,24 @@ def run(workload: Workload, progress=None) -> dict:
         if progress:
             progress(index + 1, len(frames))
 
+    return _result(workload, config, engines, stats)
+
+
+def _result(workload: Workload, config, engines: dict, stats: dict) -> dict:
     modes = {}
     for name, engine in engines.items():
         entry = stats[name]
         modes[name] = {
-            "frame_latency_ms_p50": _percentile_ms(entry["frame"], 50),
-            "frame_latency_ms_p99": _percentile_ms(entry["frame"], 99),
-            "action_chunk_ms_p50": _percentile_ms(entry["chunk"], 50),
-            "action_chunk_ms_p99": _percentile_ms(entry["chunk"], 99),
+            "frame_latency_ms_p50": percentile_ms(entry["frame"], 50),
+            "frame_latency_ms_p99": percentile_ms(entry["frame"], 99),
+            "action_chunk_ms_p50": percentile_ms(entry["chunk"], 50),
+            "action_chunk_ms_p99": percentile_ms(entry["chunk"], 99),
             "action_hz": config.action_horizon * workload.frames / entry["wall"],
             "tokens_per_s": entry["tokens"] / entry["wall"],
             "kv_peak_bytes": engine.kv_peak_bytes(),
         }
     actions_only = modes.pop("actions_only")
-    result = {
+    return {
         "preset": workload.preset,
         "device": workload.device,
         "frames": workload.frames,
@@ -122,7 +121,6 @@ def run(workload: Workload, progress=None) -> dict:
                                         "actions_only_chunk_ms_p99":
                                             actions_only["action_chunk_ms_p99"]},
     }
-    return result
 
 
 def table(result: dict) -> str:
@@ -149,10 +147,7 @@ def table(result: dict) -> str:
 
 
 def plot(result: dict, path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     names = list(result["modes"])
     modes = [result["modes"][n] for n in names]
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
@@ -172,9 +167,3 @@ def plot(result: dict, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def write_json(result: dict, path: Optional[str]) -> None:
-    if path:
-        with open(path, "w") as handle:
-            json.dump(result, handle, indent=2)

@@ -2,12 +2,10 @@
 model), raw and JPEG, at 480p, 720p and 1080p, full-size vs reduced JPEG decoding, side
 by side in one run."""
 
-import time
-
 import cv2
-import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
+from oxygen_ros.bench.report import median_ms
 from oxygen_ros.model.letterbox import resize_rgb
 from oxygen_ros.ros.image_conversion import (
     compressed_to_rgb,
@@ -20,16 +18,6 @@ from oxygen_ros.demo.world import TabletopWorld
 RESOLUTIONS = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
 
 
-def _median_ms(work, repeats: int) -> float:
-    work()  # warm
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - started)
-    return float(np.median(times) * 1e3)
-
-
 def run(size: int = 112, mode: str = "pad", repeats: int = 20) -> list[dict]:
     rows = []
     for name, (width, height) in RESOLUTIONS.items():
@@ -39,11 +27,13 @@ def run(size: int = 112, mode: str = "pad", repeats: int = 20) -> list[dict]:
             ".jpg", cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))[1].tobytes())
         rows.append({
             "resolution": name, "model_size": size,
-            "raw_ms": _median_ms(lambda: resize_rgb(image_to_rgb(raw), size, mode), repeats),
-            "jpeg_full_ms": _median_ms(
-                lambda: resize_rgb(compressed_to_rgb(jpeg), size, mode), repeats),
-            "jpeg_reduced_ms": _median_ms(
-                lambda: resize_rgb(compressed_to_rgb(jpeg, size, mode), size, mode), repeats),
+            "raw_ms": median_ms(lambda: resize_rgb(image_to_rgb(raw), size, mode), repeats,
+                                warm=True),
+            "jpeg_full_ms": median_ms(
+                lambda: resize_rgb(compressed_to_rgb(jpeg), size, mode), repeats, warm=True),
+            "jpeg_reduced_ms": median_ms(
+                lambda: resize_rgb(compressed_to_rgb(jpeg, size, mode), size, mode), repeats,
+                warm=True),
             "jpeg_scale": reduction(width, height, size, mode),
         })
     return rows

@@ -1,13 +1,12 @@
 """Model-level benchmark: action chunk latency, decode throughput, and how far a decode step
 is from the memory-bandwidth bound (weight bytes ÷ bandwidth measured in the same run)."""
 
-import statistics
-import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from oxygen_ros.bench.report import median_ms
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.model.config import preset
 from oxygen_ros.model.pi05 import Pi05Model
@@ -32,20 +31,9 @@ class ModelBenchResult:
     bound_ratio: float      # decode step (batch 1) time / (weight bytes / bandwidth)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def _median_ms(fn, repeats: int, device: torch.device) -> float:
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    sync = torch.cuda.synchronize if device.type == "cuda" else None
+    return median_ms(fn, repeats, sync=sync)
 
 
 def measure_bandwidth(device: torch.device, megabytes: int = 256, repeats: int = 5) -> float:
@@ -98,6 +86,21 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: torch.dtype = to
 
     chunk_cached_ms = _median_ms(chunk_cached, repeats, dev)
 
+    tokens_per_s, step_ms = _decode_rates(model, cache, table, batches, decode_steps, repeats)
+    lm = model.language_model
+    weight_bytes = sum(p.numel() * p.element_size() for p in lm.parameters())
+    bandwidth = measure_bandwidth(dev)
+    bound_ms = weight_bytes / (bandwidth * 1e9) * 1e3
+    return ModelBenchResult(preset_name, str(dev), sample.num_tokens, prefill_ms, denoise_ms,
+                            prefill_ms + denoise_ms, chunk_cached_ms, tokens_per_s, step_ms,
+                            weight_bytes, bandwidth, step_ms[batches[0]] / bound_ms)
+
+
+def _decode_rates(model: Pi05Model, cache: KVCache, table, batches, decode_steps: int,
+                  repeats: int) -> tuple[dict, dict]:
+    """(tokens/s, ms per step) of batched decode steps, per batch size, each row a dialogue
+    request forked from the prefix `table`."""
+    tokenizer, dev = ByteTokenizer(), model.device
     request = tokenizer.encode("User: what do you see?\nRobot:", bos=False)
     tokens_per_s, step_ms = {}, {}
     for batch in batches:
@@ -120,14 +123,7 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: torch.dtype = to
         tokens_per_s[batch] = batch / (ms / 1e3)
         for fork in forks:
             cache.free(fork)
-
-    lm = model.language_model
-    weight_bytes = sum(p.numel() * p.element_size() for p in lm.parameters())
-    bandwidth = measure_bandwidth(dev)
-    bound_ms = weight_bytes / (bandwidth * 1e9) * 1e3
-    return ModelBenchResult(preset_name, str(dev), sample.num_tokens, prefill_ms, denoise_ms,
-                            prefill_ms + denoise_ms, chunk_cached_ms, tokens_per_s, step_ms,
-                            weight_bytes, bandwidth, step_ms[batches[0]] / bound_ms)
+    return tokens_per_s, step_ms
 
 
 def report(result: ModelBenchResult) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from oxygen_ros.bench.report import pyplot, write_json
 from oxygen_ros.bench.workloads import SwitchWorkload
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.demo.observe import world_prefix
@@ -195,23 +196,17 @@ def table(result: dict) -> str:
 
 def write(result: dict, path: str) -> Path:
     """The JSON (trajectories left out) and a PNG beside it; the PNG's path."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     slim = json.loads(json.dumps(result))
     for numbers in slim["modes"].values():
         for per_delay in numbers.values():
             per_delay.pop("trajectory", None)
-    out.write_text(json.dumps(slim, indent=2))
-    png = out.with_suffix(".png")
+    png = write_json(slim, path).with_suffix(".png")
     plot(result, png)
     return png
 
 
 def plot(result: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     modes = [m for m in ("rtc_vjp", "rtc_error", "crossfade", "none") if m in result["modes"]]
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
     for mode in modes:

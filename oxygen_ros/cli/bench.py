@@ -1,10 +1,10 @@
 """oxygen-ros benchmarks: bench (the engine's modes), bench-model, bench-switch, bench-ingest."""
 
 import argparse
-import json
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from oxygen_ros.bench.report import write_json
 from oxygen_ros.bench.workloads import SwitchWorkload, Workload
 from oxygen_ros.cli.options import add_json, add_threads
 
@@ -25,7 +25,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     frames.close()
     print(benchmark.table(result))
     if args.json:
-        benchmark.write_json(result, args.json)
+        write_json(result, args.json)
     plot_path = args.plot or (str(Path(args.json).with_suffix(".png")) if args.json else None)
     if plot_path:
         benchmark.plot(result, plot_path)
@@ -47,8 +47,7 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
                            cuda_graphs=args.cuda_graphs)
     print(benchmark.report(result))
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(asdict(result), handle, indent=2)
+        write_json(asdict(result), args.json)
     return 0
 
 
@@ -88,8 +87,7 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
     rows = ingest_benchmark.run(args.size, args.resize_mode, args.repeats)
     print(ingest_benchmark.table(rows))
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(rows, handle, indent=2)
+        write_json(rows, args.json)
     return 0
 
 

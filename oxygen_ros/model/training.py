@@ -91,6 +91,81 @@ def request_rows(segment: torch.Tensor, text_valid: torch.Tensor, multiple: int 
     return groups
 
 
+@dataclass
+class _Layout:
+    """Who sees whom in one pass: the prefix itself; actions the prefix and each other;
+    each request the prefix and its own earlier tokens (causal), never the other
+    requests."""
+    n_prefix: int
+    n_text: int
+    horizon: int
+    prefix_sees: torch.Tensor       # [B, n_prefix, n_prefix]
+    action_sees: torch.Tensor       # [B, 1, n_prefix + horizon]
+    rows: list                      # RequestRows groups
+    row_sees: list                  # per group [n, L, n_prefix + L]
+
+
+def _positions(prefix_valid: torch.Tensor, segment: torch.Tensor, horizon: int
+               ) -> torch.Tensor:
+    """Rotary positions of (prefix, text, actions): real tokens only; each request and
+    the action chunk start at the prefix's end."""
+    b, n_text = segment.shape
+    device = segment.device
+    prefix_len = prefix_valid.sum(1)                                           # [B]
+    prefix_pos = prefix_valid.cumsum(1) - 1
+    index = torch.arange(n_text, device=device).expand(b, -1)
+    starts = torch.ones_like(segment, dtype=torch.bool)
+    starts[:, 1:] = segment[:, 1:] != segment[:, :-1]
+    start = torch.where(starts, index, torch.zeros_like(index)).cummax(1).values
+    text_pos = prefix_len[:, None] + index - start
+    action_pos = prefix_len[:, None] + torch.arange(horizon, device=device)[None]
+    return torch.cat([prefix_pos, text_pos, action_pos], dim=1)
+
+
+def _layout(prefix_valid: torch.Tensor, segment: torch.Tensor, text_valid: torch.Tensor,
+            horizon: int) -> _Layout:
+    b, n_prefix = prefix_valid.shape
+    device = prefix_valid.device
+    action_sees = torch.cat([prefix_valid, torch.ones(b, horizon, dtype=torch.bool,
+                                                      device=device)], 1)[:, None]
+    rows = request_rows(segment, text_valid)
+    row_sees = []
+    for group in rows:
+        width = group.index.shape[1]
+        causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
+        row_sees.append(torch.cat([
+            prefix_valid[group.sample][:, None].expand(-1, width, -1),
+            causal[None] & group.valid[:, None, :]], dim=2))
+    return _Layout(n_prefix, segment.shape[1], horizon,
+                   prefix_valid[:, None].expand(b, n_prefix, -1), action_sees, rows, row_sees)
+
+
+def _attend(model: Pi05Model, layout: _Layout, q, k, v, look: Optional[torch.Tensor]):
+    """q, k, v over (prefix, text, actions) [B, N, heads, D] -> ([B, N, Hq, D], the share
+    [B * Lt] of the first head's attention on look's tokens, or None without look)."""
+    split = [layout.n_prefix, layout.n_text, layout.horizon]
+    (qp, qt, qa), (kp, kt, ka), (vp, vt, va) = (x.split(split, dim=1) for x in (q, k, v))
+    out_prefix = grouped_attention(qp, kp, vp, layout.prefix_sees, model.scale)
+    out_actions = grouped_attention(qa, torch.cat([kp, ka], 1), torch.cat([vp, va], 1),
+                                    layout.action_sees.expand(-1, layout.horizon, -1),
+                                    model.scale)
+    flat = qt.flatten(0, 1), kt.flatten(0, 1), vt.flatten(0, 1)
+    out_text = torch.zeros_like(flat[0])
+    looked = torch.zeros(flat[0].shape[0], device=q.device) if look is not None else None
+    for group, sees in zip(layout.rows, layout.row_sees):
+        keys = torch.cat([kp[group.sample], flat[1][group.index]], 1)
+        values = torch.cat([vp[group.sample], flat[2][group.index]], 1)
+        out = grouped_attention(flat[0][group.index], keys, values, sees, model.scale)
+        out_text = out_text.index_copy(0, group.index[group.valid], out[group.valid])
+        if look is not None:   # query head 0 reads kv head 0
+            scores = flat[0][group.index][:, :, 0] @ keys[:, :, 0].transpose(1, 2)
+            weights = (scores.float() * model.scale).masked_fill(~sees, -torch.inf)
+            on = look.flatten(0, 1)[group.index]
+            mass = (weights.softmax(-1)[..., :layout.n_prefix] * on).sum(-1)
+            looked = looked.index_copy(0, group.index[group.valid], mass[group.valid])
+    return torch.cat([out_prefix, out_text.view_as(qt), out_actions], dim=1), looked
+
+
 def forward(model: Pi05Model, batch: TrainingBatch, x_t: torch.Tensor,
             t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(text logits [B, Lt, vocab], velocity [B, H, action_dim]) for noisy actions x_t at
@@ -101,65 +176,14 @@ def forward(model: Pi05Model, batch: TrainingBatch, x_t: torch.Tensor,
     image_tokens = model.embed_images(batch.images.flatten(0, 1)).view(b, -1, config.vlm.width)
     embed = model.language_model.embed
     vlm_x = torch.cat([image_tokens, embed(batch.prompt), embed(batch.text)], dim=1)
-    n_img, n_prompt, n_text = image_tokens.shape[1], batch.prompt.shape[1], batch.text.shape[1]
-    horizon = x_t.shape[1]
     device = vlm_x.device
-
-    prefix_valid = torch.cat([torch.ones(b, n_img, dtype=torch.bool, device=device),
-                              batch.prompt_valid], dim=1)
-    prefix_len = prefix_valid.sum(1)                                           # [B]
-    prefix_pos = prefix_valid.cumsum(1) - 1
+    prefix_valid = torch.cat([torch.ones(b, image_tokens.shape[1], dtype=torch.bool,
+                                         device=device), batch.prompt_valid], dim=1)
     segment = (batch.segment if batch.segment is not None
                else torch.zeros_like(batch.text)).to(device)
-    index = torch.arange(n_text, device=device).expand(b, -1)
-    starts = torch.ones_like(segment, dtype=torch.bool)
-    starts[:, 1:] = segment[:, 1:] != segment[:, :-1]
-    start = torch.where(starts, index, torch.zeros_like(index)).cummax(1).values
-    text_pos = prefix_len[:, None] + index - start        # each request starts at the prefix end
-    action_pos = prefix_len[:, None] + torch.arange(horizon, device=device)[None]
-    positions = torch.cat([prefix_pos, text_pos, action_pos], dim=1)
-
-    # who sees whom: the prefix itself; actions the prefix and each other; each request
-    # the prefix and its own earlier tokens (causal), never the other requests
-    n_prefix = n_img + n_prompt
-    prefix_sees = prefix_valid[:, None].expand(b, n_prefix, -1)
-    action_sees = torch.cat([prefix_valid, torch.ones(b, horizon, dtype=torch.bool,
-                                                      device=device)], 1)[:, None]
-    rows = request_rows(segment, batch.text_valid)
-    row_sees = []
-    for group in rows:
-        width = group.index.shape[1]
-        causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
-        row_sees.append(torch.cat([
-            prefix_valid[group.sample][:, None].expand(-1, width, -1),
-            causal[None] & group.valid[:, None, :]], dim=2))
-
-    looked = torch.zeros(b * n_text, device=device)
-
-    def attend(q, k, v, last: bool):
-        """q, k, v over (prefix, text, actions) [B, N, heads, D] -> [B, N, Hq, D]; in the
-        last layer, the first head's attention on batch.look's tokens into `looked`."""
-        nonlocal looked
-        qp, qt, qa = q.split([n_prefix, n_text, horizon], dim=1)
-        kp, kt, ka = k.split([n_prefix, n_text, horizon], dim=1)
-        vp, vt, va = v.split([n_prefix, n_text, horizon], dim=1)
-        out_prefix = grouped_attention(qp, kp, vp, prefix_sees, model.scale)
-        out_actions = grouped_attention(qa, torch.cat([kp, ka], 1), torch.cat([vp, va], 1),
-                                        action_sees.expand(-1, horizon, -1), model.scale)
-        flat = qt.flatten(0, 1), kt.flatten(0, 1), vt.flatten(0, 1)
-        out_text = torch.zeros_like(flat[0])
-        for group, sees in zip(rows, row_sees):
-            keys = torch.cat([kp[group.sample], flat[1][group.index]], 1)
-            values = torch.cat([vp[group.sample], flat[2][group.index]], 1)
-            out = grouped_attention(flat[0][group.index], keys, values, sees, model.scale)
-            out_text = out_text.index_copy(0, group.index[group.valid], out[group.valid])
-            if last and batch.look is not None:   # query head 0 reads kv head 0
-                scores = flat[0][group.index][:, :, 0] @ keys[:, :, 0].transpose(1, 2)
-                weights = (scores.float() * model.scale).masked_fill(~sees, -torch.inf)
-                on = batch.look.flatten(0, 1)[group.index]
-                mass = (weights.softmax(-1)[..., :n_prefix] * on).sum(-1)
-                looked = looked.index_copy(0, group.index[group.valid], mass[group.valid])
-        return torch.cat([out_prefix, out_text.view_as(qt), out_actions], dim=1)
+    positions = _positions(prefix_valid, segment, x_t.shape[1])
+    layout = _layout(prefix_valid, segment, batch.text_valid, x_t.shape[1])
+    looked = None
 
     cond = model.time_condition(t)
     act_x = model.action_in_proj(x_t.to(model.dtype))
@@ -172,7 +196,10 @@ def forward(model: Pi05Model, batch: TrainingBatch, x_t: torch.Tensor,
         qa, ka, va = expert_layer.self_attn.qkv(h_act)
         q = rope(torch.cat([qv, qa], dim=1), positions, wavelength)
         k = rope(torch.cat([kv, ka], dim=1), positions, wavelength)
-        out = attend(q, k, torch.cat([vv, va], dim=1), depth == len(layers) - 1)
+        last = depth == len(layers) - 1
+        out, mass = _attend(model, layout, q, k, torch.cat([vv, va], dim=1),
+                            batch.look if last else None)
+        looked = mass if last else looked
         out_vlm, out_act = out[:, :vlm_x.shape[1]], out[:, vlm_x.shape[1]:]
         vlm_x = vlm_x + vlm_layer.self_attn.o_proj(out_vlm.flatten(-2))
         act_x = act_x + expert_layer.self_attn.o_proj(out_act.flatten(-2)) * gate_attn
@@ -180,10 +207,10 @@ def forward(model: Pi05Model, batch: TrainingBatch, x_t: torch.Tensor,
         vlm_x = vlm_x + vlm_layer.mlp(h_vlm)
         h_act, gate_mlp = expert_layer.post_attention_layernorm(act_x, cond)
         act_x = act_x + expert_layer.mlp(h_act) * gate_mlp
-    logits = model.language_model.logits(vlm_x[:, n_prefix:])
+    logits = model.language_model.logits(vlm_x[:, layout.n_prefix:])
     normed, _ = model.expert.norm(act_x, cond)
     if batch.look is not None:
-        return logits, model.action_out_proj(normed), looked.view(b, n_text)
+        return logits, model.action_out_proj(normed), looked.view(b, layout.n_text)
     return logits, model.action_out_proj(normed)
 
 

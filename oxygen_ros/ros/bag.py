@@ -194,6 +194,31 @@ def load_qos_overrides(path: str | Path) -> dict:
     return data
 
 
+def _replay_qos(connection, topic: str, overrides: dict):
+    """The QoS a recorded topic is replayed with: as the bag recorded it offered, else
+    reliable depth 10 (transient local depth 1 for the package's latched topics), then the
+    user's overrides (history, depth, reliability, durability)."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    offered = connection.ext.offered_qos_profiles[:1] if connection.ext else []
+    profile = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
+                         reliability=ReliabilityPolicy.RELIABLE)
+    if offered:
+        profile.depth = max(1, offered[0].depth)
+        if offered[0].reliability == QosReliability.BEST_EFFORT:
+            profile.reliability = ReliabilityPolicy.BEST_EFFORT
+        if offered[0].durability == QosDurability.TRANSIENT_LOCAL:
+            profile.durability = DurabilityPolicy.TRANSIENT_LOCAL
+    elif topic in LATCHED_TOPICS:
+        profile.depth, profile.durability = 1, DurabilityPolicy.TRANSIENT_LOCAL
+    for name, value in overrides.items():
+        value = value if name == "depth" else getattr(
+            {"history": HistoryPolicy, "reliability": ReliabilityPolicy,
+             "durability": DurabilityPolicy}[name], str(value).upper())
+        setattr(profile, name, value)
+    return profile
+
+
 class BagReplayer:
     """Publishes a bag's records through `node` on the recorded schedule.
 
@@ -204,12 +229,7 @@ class BagReplayer:
                  start_offset_s: float = 0.0, remap: Optional[dict] = None,
                  restamp: bool = False, clock_hz: float = 0.0,
                  topics: Optional[Sequence[str]] = None, qos_overrides: Optional[dict] = None):
-        from rclpy.qos import (
-            DurabilityPolicy,
-            HistoryPolicy,
-            QoSProfile,
-            ReliabilityPolicy,
-        )
+        from rclpy.qos import DurabilityPolicy
         from rosgraph_msgs.msg import Clock
 
         if rate <= 0:
@@ -233,23 +253,8 @@ class BagReplayer:
             raise ValueError(f"{self.path} lasts less than 1 ms: it cannot loop")
         self._publishers, self._restamp_topics, self._latched = {}, set(), set()
         for connection in self._connections:
-            offered = connection.ext.offered_qos_profiles[:1] if connection.ext else []
-            profile = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
-                                 reliability=ReliabilityPolicy.RELIABLE)
-            if offered:
-                profile.depth = max(1, offered[0].depth)
-                if offered[0].reliability == QosReliability.BEST_EFFORT:
-                    profile.reliability = ReliabilityPolicy.BEST_EFFORT
-                if offered[0].durability == QosDurability.TRANSIENT_LOCAL:
-                    profile.durability = DurabilityPolicy.TRANSIENT_LOCAL
             topic = self.remap.get(connection.topic, connection.topic)
-            if not offered and topic in LATCHED_TOPICS:
-                profile.depth, profile.durability = 1, DurabilityPolicy.TRANSIENT_LOCAL
-            for name, value in (qos_overrides or {}).get(topic, {}).items():
-                value = value if name == "depth" else getattr(
-                    {"history": HistoryPolicy, "reliability": ReliabilityPolicy,
-                     "durability": DurabilityPolicy}[name], str(value).upper())
-                setattr(profile, name, value)
+            profile = _replay_qos(connection, topic, (qos_overrides or {}).get(topic, {}))
             key = (topic, connection.msgtype)
             if profile.durability == DurabilityPolicy.TRANSIENT_LOCAL:
                 self._latched.add(connection.id)
