@@ -103,7 +103,7 @@ def cmd_evaluate_demo(args: argparse.Namespace) -> int:
     if model.config.tokenizer != "bytes" or loaded.normalization.actions is None:
         return usage_error("evaluate-demo", f"{args.checkpoint} is not a train-demo checkpoint "
                                             "(byte tokenizer and action statistics)")
-    judged = {"worlds": args.worlds, "first_world": args.first_world}
+    judged = {"worlds": args.worlds, "first_world": args.first_world, "show_progress": True}
     result = {"checkpoint": args.checkpoint,
               "unseen_worlds": evaluate(model, loaded.normalization, **judged),
               "demo_moments": demo_moments(model, loaded.normalization, **judged)}

@@ -10,6 +10,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from oxygen_ros import progress
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.demo.questions import DEMO_QUESTIONS, demo_dialogue, memory_line, questions
 from oxygen_ros.demo.sampling import ACTION_DT, MEMORY_PERIOD_S, TEMPLATES, Sampler
@@ -47,7 +48,8 @@ def reply(model: Pi05Model, cache: KVCache, base, question: str) -> str:
 
 @torch.inference_mode()
 def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
-             first_world: int = 0, times=(1.0, 3.3, 5.0, 7.0, 9.5)) -> dict:
+             first_world: int = 0, times=(1.0, 3.3, 5.0, 7.0, 9.5),
+             show_progress: bool = False) -> dict:
     """Every question at each of `times` and both memory windows, in worlds first_world..
     (never trained on: training uses TRAIN_SEEDS and up)."""
 
@@ -57,6 +59,7 @@ def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
     memory_right = memory_asked = 0
     errors = []
     generator = torch.Generator().manual_seed(0)
+    done = progress.bar(worlds, "unseen worlds", "world", disable=not show_progress)
     for seed in range(first_world, first_world + worlds):
         world = TabletopWorld(seed)
         for t in times:
@@ -81,6 +84,8 @@ def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
             truth = memory_line(world, t - MEMORY_PERIOD_S, t)
             memory_right += greedy(model, cache, base, tokenizer.encode(text, bos=False)) == truth
             memory_asked += 1
+        done.update()
+    done.close()
     return {"answer_accuracy": sum(right.values()) / sum(asked.values()),
             "memory_accuracy": memory_right / memory_asked,
             "action_error": float(np.mean(errors)), "worlds": worlds,
@@ -98,7 +103,8 @@ def kind(question: str) -> str:
 
 @torch.inference_mode()
 def demo_moments(model: Pi05Model, normalization: Normalization, worlds: int = 24,
-                 first_world: int = 0, camera_hz: float = 15.0, window_s: float = 0.14) -> dict:
+                 first_world: int = 0, camera_hz: float = 15.0, window_s: float = 0.14,
+                 show_progress: bool = False) -> dict:
     """The demo's questions (what `make run` asks, at its moments) on every camera frame an
     answer there can read: the engine answers over the newest frame when it takes a
     question up, one taken from the question's moment to window_s later. The accuracy
@@ -107,6 +113,7 @@ def demo_moments(model: Pi05Model, normalization: Normalization, worlds: int = 2
 
     sampler = Sampler(model, normalization, seed=0)
     right, asked, misses = Counter(), Counter(), []
+    done = progress.bar(worlds, "demo moments", "world", disable=not show_progress)
     for seed in range(first_world, first_world + worlds):
         world = TabletopWorld(seed)
         for (moment, question), (_, template) in zip(demo_dialogue(world), DEMO_QUESTIONS):
@@ -121,6 +128,8 @@ def demo_moments(model: Pi05Model, normalization: Normalization, worlds: int = 2
                 if answer != truth:
                     misses.append({"world": seed, "t": round(t, 3), "question": question,
                                    "answer": answer, "truth": truth})
+        done.update()
+    done.close()
     return {"answer_accuracy": sum(right.values()) / sum(asked.values()), "worlds": worlds,
             "first_world": first_world, "questions": sum(asked.values()),
             "answer_accuracy_by_moment": {k: right[k] / asked[k] for k in asked},

@@ -173,7 +173,8 @@ def train(out: Path, config: TrainConfig, show_progress: bool = True) -> dict:
             break
     steps.close()
     model.eval()
-    metrics = evaluate(model, normalization, worlds=config.eval_worlds)
+    metrics = evaluate(model, normalization, worlds=config.eval_worlds,
+                       show_progress=show_progress)
     manifest = save(out, model, normalization, config, history, metrics,
                     time.monotonic() - started, step + 1)
     return manifest
