@@ -1,8 +1,8 @@
 """Starts camera_ingest and inference with a parameters YAML.
 
-The YAML is the source of truth: config_file (default: the preset's shipped YAML,
-config/humanoid.yaml for small) gives every parameter, and the arguments preset,
-checkpoint, tokenizer, dry_run and autostart override it only when given. When a node
+Each parameter is the code's default (docs/parameters.md) unless config_file (default:
+the preset's shipped YAML, config/humanoid.yaml for small) sets it; the arguments preset,
+checkpoint, tokenizer, dry_run and autostart override both, only when given. When a node
 exits, the whole launch shuts down (respawn:=true restarts it instead). Also: use_sim_time
 and remappings for the joint states and the command outputs. The decisions live in
 oxygen_ros.ros.launch_plan (tested without launch_ros)."""

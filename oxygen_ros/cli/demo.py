@@ -13,8 +13,8 @@ DEFAULT_DEMO_BAG = "build/demo_bag"      # as oxygen_ros.ros.demo_job (imported 
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The main job: replay the demo bag through camera_ingest -> inference on the CPU
-    preset, each node in its own process as the launch file runs them; this process
+    """The main job: replay the demo bag through camera_ingest -> inference with the
+    trained demo model on the CPU, each node in its own process as the launch file runs them; this process
     watches the outputs like a user's subscriber, prints live stats, a summary line and a
     summary JSON."""
     ros_environment()

@@ -46,7 +46,7 @@ class EngineConfig:
         "exp", "rtc: weights after the frozen steps", choices=SCHEDULES)
     rtc_max_guidance_weight: float = parameter(
         3.0, "rtc: clip of the guidance weight (0: no guidance); higher: smoother switches "
-             "but chunks that lag the task more (README \"Chunk switching\")",
+             "but chunks that lag the task more (docs/rtc.md)",
         range=(0.0, 1e6))
     deadline_margin_s: float = parameter(
         0.02, "a successor chunk is due this long before the plan in force runs out (on top "

@@ -1,7 +1,7 @@
 """The launch file's decisions as plain functions (tested without launch_ros).
 
-The parameters YAML is the source of truth. A launch argument overrides a parameter only
-when the user gives it (an empty default means "as the YAML says"). Without a
+A parameter is the code's default unless the parameters YAML sets it. A launch argument
+overrides it only when the user gives it (an empty default means "as the YAML says"). Without a
 config_file, each preset starts from its own shipped YAML, so every preset the launch
 file offers starts as shipped."""
 
