@@ -130,7 +130,18 @@ def statistics(worlds: int = 200, seed: int = 0) -> Normalization:
 
 
 def train(out: Path, config: TrainConfig, show_progress: bool = True) -> dict:
-    """Train, evaluate on unseen worlds, save; the manifest (also written beside)."""
+    """Train, evaluate on unseen worlds, save; the manifest (also written beside). With
+    torch's deterministic algorithms: without them two runs of the same seed and threads
+    gave different weights on a 2-core AVX2 CPU (AMD EPYC; 1 thread was reproducible)."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        return _train(out, config, show_progress)
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def _train(out: Path, config: TrainConfig, show_progress: bool) -> dict:
     torch.manual_seed(config.seed)
     model_config = preset("demo")
     model = Pi05Model(model_config, seed=config.seed)

@@ -22,8 +22,11 @@ from oxygen_ros.model.tokenizer import ByteTokenizer
 
 
 def test_a_short_training_lowers_the_losses_and_saves_a_loadable_checkpoint(tmp_path):
-    config = TrainConfig(steps=16, batch=4, lr=2e-3, eval_worlds=1, time_budget_s=300,
-                         vision_steps=10, seeing_batch=4)
+    # the default time budget (30 min): a budget stop on a loaded machine would end the
+    # two runs at different steps; float32: bf16 autocast is ~100x slower on a CPU
+    # without bf16 matrix units (AVX512-BF16, AMX)
+    config = TrainConfig(steps=16, batch=4, lr=2e-3, eval_worlds=1, vision_steps=10,
+                         seeing_batch=4, precision="fp32")
     manifest = train(tmp_path / "a", config, show_progress=False)
     loss = manifest["loss"]
     assert loss["text"]["last"] < loss["text"]["first"]
@@ -41,8 +44,9 @@ def test_a_short_training_lowers_the_losses_and_saves_a_loadable_checkpoint(tmp_
     assert loaded.model.config.action_dim == 14 and loaded.normalization.actions is not None
     assert set(manifest["metrics"]) >= {"answer_accuracy", "memory_accuracy", "action_error"}
     again = train(tmp_path / "b", TrainConfig(steps=16, batch=4, lr=2e-3, eval_worlds=1,
-                                                     vision_steps=10, seeing_batch=4),
-                  show_progress=False)
+                                              vision_steps=10, seeing_batch=4,
+                                              precision="fp32"), show_progress=False)
+    assert manifest["steps"] == again["steps"] == 16
     assert again["model_safetensors_sha256"] == digest                 # same seed, same model
     assert np.isclose(again["loss"]["text"]["last"], loss["text"]["last"])
     # evaluate-demo judges the saved checkpoint as the training judged the model it saved
