@@ -130,7 +130,9 @@ def test_the_look_loss_teaches_the_first_head_to_attend_where_it_is_told(tiny_mo
         everything = torch.zeros(1, 4, n_prefix, dtype=torch.bool)
         everything[0, 0] = True
         share = training.forward(model, batch(everything), x_t, t)[2]
-        assert 0 < float(share[0, 0]) < 1 and float(share[0, 1]) == 0      # 0: not told
+        # at most 1 up to float32 rounding (the random model's sharp attention leaves the
+        # request's own token ~0 of it: 1.0000001 on an AVX2 CPU)
+        assert 0 < float(share[0, 0]) <= 1 + 1e-6 and float(share[0, 1]) == 0  # 0: not told
         before = training.forward(model, batch(chosen), x_t, t)[2]
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(20):

@@ -33,9 +33,14 @@ def observations_from(tmp_path, processes, context, encoding):
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     received = {}
-    node.create_subscription(Observation, "/oxygen/observation", lambda m: received.setdefault(
-        (m.header.stamp.sec, m.header.stamp.nanosec),
-        [image_to_rgb(i) for i in m.images]), qos.RELIABLE)
+    subscription = node.create_subscription(
+        Observation, "/oxygen/observation", lambda m: received.setdefault(
+            (m.header.stamp.sec, m.header.stamp.nanosec), [image_to_rgb(i) for i in m.images]),
+        qos.RELIABLE)
+    # the bag lasts 1.2 s: replay only once camera_ingest's observations reach this node
+    deadline = time.monotonic() + 30
+    while subscription.get_publisher_count() < 1 and time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.05)
     replay = processes.python("-m", "oxygen_ros.cli", "replay", str(bag),
                               "--wait-for-subscribers", "20", "--delay", "0.3")
     deadline = time.monotonic() + 30
