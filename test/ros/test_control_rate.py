@@ -83,7 +83,8 @@ def test_control_timer_holds_50_hz_and_requests_are_answered_with_a_busy_engine(
         while (len(finals) < 6 or len(sent) < 6) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert sorted(m.request_id for m in finals) == [1, 2, 3, 4, 5, 6]
-        assert {m.finish_reason for m in finals} == {"length"}
+        # answered, not timed out: the random model may end an answer early (eos)
+        assert {m.finish_reason for m in finals} <= {"length", "eos"}, finals
     finally:
         stop.set()
         feeder_thread.join()

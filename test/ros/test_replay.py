@@ -180,7 +180,9 @@ def foreign_bag(path):
         writer.write(connection, 1_700_000_000 * 10**9,
                      TYPESTORE.serialize_cdr(String_(data="stack the cups"),
                                              "std_msgs/msg/String"))
-        writer.write(connection, 1_700_000_004 * 10**9,   # keeps the replay going for 4 s
+        # keeps the replay going for 10 s: a late subscriber on a loaded single core can take
+        # seconds to discover it, and the replay must still be there
+        writer.write(connection, 1_700_000_010 * 10**9,
                      TYPESTORE.serialize_cdr(String_(data="stack the cups"),
                                              "std_msgs/msg/String"))
     return path
@@ -188,7 +190,7 @@ def foreign_bag(path):
 
 def late_latched_listener(context, delay_s, processes, *replay_args, wait_s=2.0):
     """What a subscriber that joins delay_s after the replay starts gets within wait_s
-    (the first message only). The foreign bag's second message comes 4 s into the bag:
+    (the first message only). The foreign bag's second message comes 10 s into the bag:
     a volatile subscriber's 2 s wait ends before it; a latched one may wait longer (a
     loaded single core can delay discovery past 2 s)."""
     replay = processes.python("-m", "oxygen_ros.cli", "replay", *replay_args, "--delay", "0")
@@ -226,6 +228,6 @@ def test_qos_overrides_file_sets_a_topics_profile(tmp_path, processes, rclpy_con
 
 def test_a_start_offset_still_delivers_the_last_latched_instruction(tmp_path, processes,
                                                                     rclpy_context):
-    bag = foreign_bag(tmp_path / "foreign")        # the instruction at 0 s (and at 4 s)
+    bag = foreign_bag(tmp_path / "foreign")        # the instruction at 0 s (and at 10 s)
     assert late_latched_listener(rclpy_context, 1.5, processes, str(bag),
                                  "--start-offset", "1", wait_s=10.0) == ["stack the cups"]
