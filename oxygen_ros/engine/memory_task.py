@@ -1,5 +1,7 @@
 """MemoryTask: every memory_period_s of sensor time, a summary of the frames since the last
-one, decoded over the current observation and a memory prompt holding the previous summary."""
+one, decoded over the newest observation and a memory prompt holding the previous summary.
+A window that elapsed while a summary was in flight opens at the next frame or, when no
+observation follows (the stream ended), at the next idle step, over the newest prefix."""
 
 import itertools
 from typing import Optional
@@ -25,6 +27,7 @@ class MemoryTask:
         self.in_flight: Optional[LanguageRequest] = None
         self._ids = itertools.count(1)
         self._window = (0.0, 0.0, 0)   # start, end, frames of the request in flight
+        self.newest: Optional[tuple[float, int]] = None   # stamp, frame id of the newest frame
 
     def observe(self, observation: Observation, frame_id: int,
                 now: float) -> Optional[LanguageRequest]:
@@ -33,9 +36,19 @@ class MemoryTask:
             return None
         if self.window_start is None:
             self.window_start, self.first_frame = observation.stamp, frame_id
+        self.newest = (observation.stamp, frame_id)
+        return self.due(now)
+
+    def is_due(self) -> bool:
+        """No summary in flight and the newest frame is a period past the window's start."""
+        return (self.in_flight is None and self.newest is not None
+                and self.newest[0] - self.window_start >= self.config.memory_period_s)
+
+    def due(self, now: float) -> Optional[LanguageRequest]:
+        """The next summary request, up to the newest frame, when one is due."""
+        if not self.is_due():
             return None
-        if self.in_flight or observation.stamp - self.window_start < self.config.memory_period_s:
-            return None
+        stamp, frame_id = self.newest
         text = self.config.memory_template.format(previous=self.previous[-MAX_PREVIOUS_CHARS:],
                                                   first=self.first_frame, last=frame_id)
         request_id = next(self._ids)
@@ -45,8 +58,8 @@ class MemoryTask:
             max_tokens=self.config.memory_max_tokens, arrival=now,
             stream=self.tokenizer.stream(),
             generator=torch.Generator().manual_seed(self.config.seed * 7919 + request_id))
-        self._window = (self.window_start, observation.stamp, frame_id - self.first_frame + 1)
-        self.window_start, self.first_frame = observation.stamp, frame_id + 1
+        self._window = (self.window_start, stamp, frame_id - self.first_frame + 1)
+        self.window_start, self.first_frame = stamp, frame_id + 1
         return self.in_flight
 
     def abandon(self) -> None:

@@ -91,11 +91,15 @@ class OxygenEngine(SharedCacheEngine):
 
     def idle_step(self, until: float | None = None) -> int:
         """Language without a new chunk (no fresh observation, or none newer than the plan
-        in force): running requests decode, new ones attach to the newest prefix seen (the
-        answer is about the last thing seen) or, before any, wait. Runs until `until`
+        in force): a memory window that elapsed meanwhile opens, running requests decode, new
+        ones attach to the newest prefix seen (the answer is about the last thing seen) or,
+        before any, wait. Runs until `until`
         (default one frame period from now); returns the tokens decoded."""
         self._drain_inbox()
         self._expire()
+        memory = self.memory.due(self.clock.now())
+        if memory is not None:
+            self.scheduler.submit(memory)
         if until is None:
             period = self.config.frame_period_s
             until = self.clock.now() + period if period else math.inf
@@ -104,7 +108,7 @@ class OxygenEngine(SharedCacheEngine):
         return self.counters["tokens"] - before
 
     def has_language_work(self) -> bool:
-        return bool(len(self.scheduler)) or not self._inbox.empty()
+        return bool(len(self.scheduler)) or not self._inbox.empty() or self.memory.is_due()
 
     def release_newest(self) -> None:
         """Unpin the newest observation's prefix (requests forked from it keep their pages)."""
