@@ -77,9 +77,12 @@ def _declared(node) -> dict:
             if name not in ROS_OWN}
 
 
-def _descriptor_matches(node, name, spec):
+def _descriptor_matches(node, name, spec, note, read_only=False):
     descriptor = node.describe_parameter(name)
-    assert descriptor.description == spec.description, name
+    assert descriptor.description == spec.description + note, name
+    assert descriptor.read_only == read_only, name
+    if spec.pattern is not None:
+        assert spec.pattern in descriptor.additional_constraints, name
     if spec.range is not None:
         declared = (descriptor.floating_point_range or descriptor.integer_range)[0]
         assert (declared.from_value, declared.to_value) == spec.range, name
@@ -100,7 +103,7 @@ def test_the_inference_node_declares_every_default_as_the_code_says_it(rclpy_con
         for name, spec in expected.items():
             if name != "autostart":
                 assert _plain(declared[name]) == _plain(spec.default), name
-            _descriptor_matches(node, name, spec)
+            _descriptor_matches(node, name, spec, " (set while unconfigured; read at configure)")
     finally:
         node.destroy_node()
 
@@ -115,6 +118,6 @@ def test_camera_ingest_declares_every_default_as_the_code_says_it(rclpy_context)
         assert set(declared) == set(ingest_specs())
         for name, spec in ingest_specs().items():
             assert _plain(declared[name]) == _plain(spec.default), name
-            _descriptor_matches(node, name, spec)
+            _descriptor_matches(node, name, spec, " (read at start)", read_only=True)
     finally:
         node.destroy_node()

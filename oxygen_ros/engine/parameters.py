@@ -1,6 +1,8 @@
 """Dataclass fields that carry their description, type and range or allowed values (no ROS)."""
 
 import dataclasses
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -12,6 +14,7 @@ class Spec:
     range: Optional[tuple] = None        # (lowest, highest), both allowed
     choices: Optional[tuple] = None      # the allowed values
     kind: Optional[type] = None          # the value's type where the default cannot say (None)
+    pattern: Optional[str] = None        # a regular expression a string value matches
 
     @property
     def type(self) -> type:
@@ -30,19 +33,28 @@ class Spec:
         return f"{names[element]}[]" if element else names[self.type]
 
     def check(self, name: str, value) -> None:
-        """Raise ValueError if value is not one of the choices or outside the range."""
+        """Raise ValueError if value is not one of the choices, outside the range, or (a
+        number or a list of them) not finite. None passes where it is the default."""
+        if value is None and self.default is None:
+            return
+        numbers = value if self.element_type in (int, float) else (value,)
+        if any(isinstance(v, float) and not math.isfinite(v) for v in numbers):
+            raise ValueError(f"{name} must be finite, not {value!r}")
         if self.choices is not None and value not in self.choices:
             allowed = " or ".join(", ".join(repr(c) for c in self.choices).rsplit(", ", 1))
             raise ValueError(f"{name} must be {allowed}, not {value!r}")
+        if self.pattern is not None and not re.fullmatch(self.pattern, value):
+            raise ValueError(f"{name} must match {self.pattern}, not {value!r}")
         if self.range is not None and not self.range[0] <= value <= self.range[1]:
             raise ValueError(f"{name} must be in [{self.range[0]}, {self.range[1]}], "
                              f"not {value!r}")
 
 
 def parameter(default, description: str, *, range: Optional[tuple] = None,
-              choices: Optional[tuple] = None, kind: Optional[type] = None):
+              choices: Optional[tuple] = None, kind: Optional[type] = None,
+              pattern: Optional[str] = None):
     """A dataclass field whose default, description and limits are said once, here."""
-    spec = Spec(default, description, range, choices, kind)
+    spec = Spec(default, description, range, choices, kind, pattern)
     return dataclasses.field(default=default, metadata={"spec": spec})
 
 

@@ -53,7 +53,7 @@ class CameraIngest(Node):
 
     def __init__(self, **kwargs):
         super().__init__("camera_ingest", **kwargs)
-        ros_parameters.declare(self, ingest_specs())
+        ros_parameters.declare(self, ingest_specs(), " (read at start)", read_only=True)
         params = build(IngestParameters, ros_parameters.values(self, ingest_specs()))
         topics, names = params.camera_topics, params.camera_names
         self.image_size, self.resize_mode = params.image_size, params.resize_mode

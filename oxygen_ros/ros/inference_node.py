@@ -35,7 +35,6 @@ from trajectory_msgs.msg import JointTrajectory
 from oxygen_ros.engine.action_stream import ActionStream
 from oxygen_ros.engine.frame_loop import FrameLoop
 from oxygen_ros.engine.oxygen import OxygenEngine
-from oxygen_ros.engine.parameters import build
 from oxygen_ros.engine.threads import apply_torch_threads
 from oxygen_ros.model.loading import load_model
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
@@ -44,7 +43,7 @@ from oxygen_ros.ros.command_gate import CommandGate
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.dialogue_router import DialogueRouter
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
-from oxygen_ros.ros.node_parameters import InferenceParameters, engine_config, inference_specs
+from oxygen_ros.ros.node_parameters import InferenceParameters, inference_config, inference_specs
 from oxygen_ros.ros.run_node import run_node
 
 FRAME_STAMPS_KEPT = 4096   # frames whose observation stamps answers can still cite
@@ -53,7 +52,10 @@ FRAME_STAMPS_KEPT = 4096   # frames whose observation stamps answers can still c
 class InferenceNode(LifecycleNode):
     def __init__(self, **kwargs):
         super().__init__("inference", **kwargs)
-        ros_parameters.declare(self, inference_specs())
+        ros_parameters.declare(self, inference_specs(), " (set while unconfigured; read at "
+                                                        "configure)")
+        ros_parameters.refuse_bad_values(self, inference_specs(), inference_config,
+                                         self._parameters_frozen)
         self.counters: Counter = Counter()
         self.problems = diagnostics.BurstLogger(self.get_logger())
         self.engine: Optional[OxygenEngine] = None
@@ -96,11 +98,15 @@ class InferenceNode(LifecycleNode):
         self._teardown()
         return TransitionCallbackReturn.SUCCESS
 
+    def _parameters_frozen(self) -> Optional[str]:
+        if self.engine is None:
+            return None
+        return ("inference is configured and reads its parameters at configure: "
+                "deactivate and cleanup, set the parameter, then configure")
+
     def _configure(self) -> None:
-        values = ros_parameters.values(self, inference_specs())
-        params = build(InferenceParameters, values)
+        params, config = inference_config(ros_parameters.values(self, inference_specs()))
         self.period = 1.0 / params.control_rate_hz
-        config = engine_config(values, self.period)
         self.joint_names = list(params.joint_names)
         self.camera_names = list(config.camera_names)
         self.action_dt = config.action_dt_s

@@ -5,9 +5,11 @@ from dataclasses import dataclass
 
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.parameters import Spec, build, check_all, parameter, specs
+from oxygen_ros.model.config import PREFIX_ATTENTION, PRESETS
 from oxygen_ros.ros.image_conversion import MAX_PIXELS
 
 JOINTS = 14
+DTYPES = ("float32", "bfloat16")   # model.loading.DTYPES' names (that module imports torch)
 
 
 @dataclass(frozen=True)
@@ -40,24 +42,28 @@ class InferenceParameters:
     joint_upper_limits: tuple[float, ...] = parameter(
         (1.0,) * JOINTS, "per-joint clamp, same order as joint_names")
     # -- the model
-    preset: str = parameter("small", "model preset when no checkpoint is given: pi05, small, "
-                                     "tiny, demo")
+    preset: str = parameter("small", "model preset when no checkpoint is given",
+                            choices=tuple(PRESETS))
     checkpoint: str = parameter("", "π0.5 checkpoint directory (openpi PyTorch or lerobot "
                                     "pi05 layout)")
     tokenizer: str = parameter("", "PaliGemma SentencePiece .model file (needed with a "
                                    "checkpoint)")
     asset_id: str = parameter("", "openpi normalization stats to use (assets/<asset_id>/)")
     normalization: str = parameter("", "'': the checkpoint's statistics (required if it "
-                                       "normalizes); identity: none")
+                                       "normalizes); identity: none", choices=("", "identity"))
     attention_heads: int = parameter(0, "Gemma heads, for a checkpoint variant the loader "
-                                        "does not know (0: from the variant name)")
-    attention_kv_heads: int = parameter(0, "Gemma kv heads (with attention_heads)")
-    attention_head_dim: int = parameter(0, "Gemma head_dim (with attention_heads)")
-    vision_heads: int = parameter(0, "SigLIP heads (0: from the width, 72 or 64 per head)")
-    device: str = parameter("cpu", "cpu or cuda")
-    dtype: str = parameter("float32", "float32 or bfloat16")
-    prefix_attention: str = parameter("", "bidirectional or causal_prompt; empty: the "
-                                          "model's own")
+                                        "does not know (0: from the variant name)",
+                                     range=(0, 4096))
+    attention_kv_heads: int = parameter(0, "Gemma kv heads (with attention_heads)",
+                                        range=(0, 4096))
+    attention_head_dim: int = parameter(0, "Gemma head_dim (with attention_heads)",
+                                        range=(0, 65_536))
+    vision_heads: int = parameter(0, "SigLIP heads (0: from the width, 72 or 64 per head)",
+                                  range=(0, 4096))
+    device: str = parameter("cpu", "cpu, cuda or cuda:<index>", pattern=r"cpu|cuda(:\d+)?")
+    dtype: str = parameter("float32", "weights and activations", choices=DTYPES)
+    prefix_attention: str = parameter("", "empty: the model's own",
+                                      choices=("",) + PREFIX_ATTENTION)
     torch_threads: int = parameter(0, "torch CPU threads; 0: all cores but one",
                                    range=(0, 1024))
     # -- commands and safety
@@ -71,14 +77,22 @@ class InferenceParameters:
                                         "stopping", range=(1, 10_000))
     watchdog_action: str = parameter("stop", "stop: publish nothing; hold: repeat the last "
                                              "command", choices=("stop", "hold"))
-    diagnostics_period_s: float = parameter(1.0, "diagnostics publishing period")
+    diagnostics_period_s: float = parameter(1.0, "diagnostics publishing period",
+                                            range=(0.01, 3600.0))
 
     def __post_init__(self):
         check_all(self)
+        if not self.joint_names or len(set(self.joint_names)) != len(self.joint_names):
+            raise ValueError(f"joint_names must be distinct names, at least one, not "
+                             f"{list(self.joint_names)}")
         if not len(self.joint_lower_limits) == len(self.joint_upper_limits) == len(
                 self.joint_names):
             raise ValueError("joint_lower_limits, joint_upper_limits and joint_names must "
                              "have the same length")
+        crossed = [name for name, low, high in zip(self.joint_names, self.joint_lower_limits,
+                                                   self.joint_upper_limits) if low > high]
+        if crossed:
+            raise ValueError(f"joint_lower_limits above joint_upper_limits for {crossed}")
 
 
 # The one place where the node's parameter differs from EngineConfig's field. A ROS
@@ -91,7 +105,7 @@ ENGINE_DIFFERENCES = {
         description="target time between engine frames (fresh chunks); a frame comes earlier "
                     "when the plan in force needs its successor"),
     "action_dt_s": dataclasses.replace(
-        specs(EngineConfig)["action_dt_s"], default=0.0,
+        specs(EngineConfig)["action_dt_s"], default=0.0, range=(0.0, 10.0),
         description="seconds between chunk steps; 0: 1 / control_rate_hz"),
 }
 
@@ -101,6 +115,13 @@ def engine_config(values: dict, control_period_s: float) -> EngineConfig:
     engine = {name: values[name] for name in specs(EngineConfig)}
     engine["action_dt_s"] = engine["action_dt_s"] or control_period_s
     return build(EngineConfig, engine)
+
+
+def inference_config(values: dict) -> tuple[InferenceParameters, EngineConfig]:
+    """The node's and the engine's parameters from the values, or ValueError saying which is
+    wrong: the one check of a value, at set time and at configure."""
+    params = build(InferenceParameters, values)
+    return params, engine_config(values, 1.0 / params.control_rate_hz)
 
 
 def inference_specs() -> dict[str, Spec]:
@@ -123,20 +144,23 @@ class IngestParameters:
     instruction_topic: str = parameter("/oxygen/instruction",
                                        "std_msgs/String task (transient local)")
     observation_topic: str = parameter("/oxygen/observation", "oxygen_ros/Observation output")
-    image_size: int = parameter(112, "model resolution in pixels (small: 112, pi05: 224)")
+    image_size: int = parameter(112, "model resolution in pixels (small: 112, pi05: 224)",
+                                range=(8, 8192))
     resize_mode: str = parameter("pad", "pad: keep the aspect ratio on black bars (as π0.5 "
                                         "was trained); stretch", choices=("pad", "stretch"))
     sync_slop_s: float = parameter(0.025, "cameras and joint state pair when stamps differ "
-                                          "by at most this")
+                                          "by at most this", range=(0.0, 10.0))
     max_delay_s: float = parameter(0.1, "wait at most this long for a late camera, then "
-                                        "leave it out")
+                                        "leave it out", range=(0.0, 10.0))
     max_age_s: float = parameter(1.0, "drop sensor messages stamped more than this in the "
-                                      "past or future")
+                                      "past or future", range=(1e-3, 1e6))
     max_image_pixels: int = parameter(MAX_PIXELS, "larger images are refused before decoding "
-                                                  "(decompression bombs)")
+                                                  "(decompression bombs)",
+                                      range=(1, 2**31 - 1))
     tiny_images: str = parameter("drop", "images under a quarter of image_size: drop "
                                          "(counted) or use", choices=("drop", "use"))
-    diagnostics_period_s: float = parameter(1.0, "diagnostics publishing period")
+    diagnostics_period_s: float = parameter(1.0, "diagnostics publishing period",
+                                            range=(0.01, 3600.0))
 
     def __post_init__(self):
         if len(self.camera_topics) != len(self.camera_names) or not self.camera_topics:

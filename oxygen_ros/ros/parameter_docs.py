@@ -49,7 +49,9 @@ def _value(value) -> str:
 
 def _limits(spec: Spec) -> str:
     if spec.choices is not None:
-        return ", ".join(spec.choices)
+        return ", ".join(c or '""' for c in spec.choices)
+    if spec.pattern is not None:
+        return f"`{spec.pattern}`"
     return f"{spec.range[0]} .. {spec.range[1]}" if spec.range is not None else ""
 
 
@@ -82,6 +84,15 @@ def render(config_dir: Path = CONFIG_DIR) -> str:
         "`IngestParameters` (oxygen_ros/ros/node_parameters.py), the engine's in "
         "`EngineConfig` (oxygen_ros/engine/config.py). The shipped YAMLs in config/ set only "
         "what their preset changes; the last column names them with their values.",
+        "",
+        "A value is checked once, by the same code at set time and at start or configure: "
+        "outside its range or allowed values, not finite, or refused by the node's checks "
+        "across parameters (joint lists of one length, lower limits not above upper ones, "
+        "distinct non-empty names), `ros2 param set` answers unsuccessful with the reason "
+        "and the value stays. camera_ingest's parameters are read-only (read at start: "
+        "restart it to change one); inference takes a new value only while unconfigured "
+        "(it reads them at configure: deactivate, cleanup, set, configure). "
+        "`ros2 param describe` shows each range and allowed value.",
         "",
         "## camera_ingest",
         "",

@@ -1,0 +1,84 @@
+"""`ros2 param set` as a client sends it (the SetParameters service of a node in its own
+process): a value the node's configure would refuse is refused at once with the reason, a
+good one is taken while the node is unconfigured, and none is taken (and silently
+ignored) while it runs; camera_ingest's parameters are read-only."""
+
+import math
+
+import pytest
+from graph_helpers import Probe, executable, write_params
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
+from test_lifecycle_and_ask import call
+
+pytestmark = pytest.mark.ros
+
+RANGE = "out of range"   # rclpy's own check of a declared range (NaN too)
+BAD = [  # values a hostile client once set successfully: (name, value, the reason says)
+    ("frame_period_s", -1.0, RANGE), ("frame_period_s", math.nan, RANGE),
+    ("frame_period_s", 0.0, RANGE), ("request_timeout_s", -1.0, RANGE),
+    ("dialogue_max_tokens", -5, RANGE), ("temperature", math.nan, RANGE),
+    ("top_p", -3.0, RANGE), ("chunk_switch", "teleport", "chunk_switch must be"),
+    ("device", "quantum", "device must match"),
+    ("joint_lower_limits", [math.nan] * 6, "joint_lower_limits must be finite"),
+]
+
+
+def wait(probe, future, node, timeout=30.0):
+    assert probe.spin(timeout, until=future.done), "".join(node.lines)[-3000:]
+    return future.result()
+
+
+def set_one(probe, client, node, name, value, kind=None):
+    parameter = Parameter(name, kind, value) if kind else Parameter(name, value=value)
+    return wait(probe, client.set_parameters([parameter]), node).results[0]
+
+
+def get_one(probe, client, node, name):
+    return wait(probe, client.get_parameters([name]), node).values[0]
+
+
+def test_inference_refuses_bad_values_with_the_reason_and_freezes_while_configured(
+        processes, tmp_path, rclpy_context):
+    params = write_params(tmp_path / "params.yaml", inference={"autostart": False})
+    node = processes.start(executable("inference"), "--ros-args", "--params-file", params)
+    probe = Probe(rclpy_context)
+    client = AsyncParameterClient(probe.node, "/inference")
+    assert client.wait_for_services(timeout_sec=60.0), "".join(node.lines)[-3000:]
+
+    for name, value, reason in BAD:
+        result = set_one(probe, client, node, name, value)
+        assert not result.successful, (name, value)
+        assert reason in result.reason, (name, result.reason)
+    assert get_one(probe, client, node, "temperature").double_value == 0.0
+    empty = set_one(probe, client, node, "joint_names", [], Parameter.Type.STRING_ARRAY)
+    assert not empty.successful and "joint_names must be distinct names" in empty.reason
+    crossed = set_one(probe, client, node, "joint_upper_limits", [-9.0] * 6)
+    assert not crossed.successful and "above joint_upper_limits" in crossed.reason
+
+    assert set_one(probe, client, node, "control_rate_hz", 60.0).successful   # unconfigured
+    change = probe.node.create_client(ChangeState, "/inference/change_state")
+    configured = call(probe, change, ChangeState.Request(
+        transition=Transition(id=Transition.TRANSITION_CONFIGURE)), node, timeout=120.0)
+    assert configured.success
+    frozen = set_one(probe, client, node, "control_rate_hz", 70.0)
+    assert not frozen.successful and "inference is configured" in frozen.reason
+    assert get_one(probe, client, node, "control_rate_hz").double_value == 60.0
+    described = wait(probe, client.describe_parameters(["temperature", "device"]), node)
+    temperature, device = described.descriptors
+    assert temperature.floating_point_range[0].to_value == 1000.0
+    assert "cuda" in device.additional_constraints
+
+
+def test_camera_ingest_parameters_are_read_only(processes, tmp_path, rclpy_context):
+    params = write_params(tmp_path / "params.yaml")
+    node = processes.start(executable("camera_ingest"), "--ros-args", "--params-file", params)
+    probe = Probe(rclpy_context)
+    client = AsyncParameterClient(probe.node, "/camera_ingest")
+    assert client.wait_for_services(timeout_sec=60.0), "".join(node.lines)[-3000:]
+    for name, value in [("image_size", 0), ("image_size", 56), ("max_age_s", math.nan)]:
+        result = set_one(probe, client, node, name, value)
+        assert not result.successful and "read-only" in result.reason, (name, result.reason)
+    assert get_one(probe, client, node, "image_size").integer_value == 28

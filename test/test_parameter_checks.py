@@ -1,0 +1,102 @@
+"""One check per value: what the nodes' configure refuses (and therefore what a parameter
+set refuses) — every bad value a hostile `ros2 param set` tried, each with its reason."""
+
+import math
+import re
+
+import pytest
+
+from oxygen_ros.engine.parameters import specs
+from oxygen_ros.model.config import PRESETS
+from oxygen_ros.ros.node_parameters import (
+    DTYPES,
+    IngestParameters,
+    inference_config,
+    inference_specs,
+    ingest_specs,
+)
+
+NAN = math.nan
+
+
+def inference_values(**changes):
+    return {name: spec.default for name, spec in inference_specs().items()} | changes
+
+
+def ingest_values(**changes):
+    return {name: spec.default for name, spec in ingest_specs().items()} | changes
+
+
+def test_the_defaults_pass():
+    params, config = inference_config(inference_values())
+    assert config.action_dt_s == pytest.approx(1 / params.control_rate_hz)
+    IngestParameters(**ingest_values())
+
+
+@pytest.mark.parametrize("name, value, reason", [
+    ("frame_period_s", -1.0, "frame_period_s must be in"),
+    ("frame_period_s", 0.0, "frame_period_s must be in"),
+    ("frame_period_s", NAN, "frame_period_s must be finite"),
+    ("request_timeout_s", -1.0, "request_timeout_s must be in"),
+    ("dialogue_max_tokens", -5, "dialogue_max_tokens must be in"),
+    ("memory_max_tokens", 0, "memory_max_tokens must be in"),
+    ("temperature", NAN, "temperature must be finite"),
+    ("temperature", math.inf, "temperature must be finite"),
+    ("top_p", -3.0, "top_p must be in"),
+    ("top_p", 0.0, "top_p must be above 0"),
+    ("joint_names", (), "joint_names must be distinct names, at least one"),
+    ("joint_names", ("a",) * 14, "joint_names must be distinct"),
+    ("joint_lower_limits", (NAN,) * 14, "joint_lower_limits must be finite"),
+    ("joint_upper_limits", (-2.0,) + (1.0,) * 13, "above joint_upper_limits for ['joint_0']"),
+    ("chunk_switch", "teleport", "chunk_switch must be"),
+    ("device", "quantum", "device must match"),
+    ("device", "cuda:x", "device must match"),
+    ("dtype", "float16", "dtype must be"),
+    ("preset", "huge", "preset must be"),
+    ("camera_names", (), "camera_names must be distinct names, at least one"),
+    ("control_rate_hz", NAN, "control_rate_hz must be finite"),
+    ("language_floor", 1.5, "language_floor must be in"),
+    ("blend_s", -0.1, "blend_s must be in"),
+    ("action_dt_s", -0.02, "action_dt_s must be in"),
+    ("memory_period_s", -1.0, "memory_period_s must be in"),
+    ("page_size", 0, "page_size must be in"),
+    ("max_tokens_per_frame", 2, "tokens_per_frame <= max_tokens_per_frame"),
+])
+def test_a_bad_inference_value_is_refused_with_its_reason(name, value, reason):
+    with pytest.raises(ValueError, match=re.escape(reason)):
+        inference_config(inference_values(**{name: value}))
+
+
+@pytest.mark.parametrize("name, value, reason", [
+    ("image_size", -1, "image_size must be in"),
+    ("image_size", 0, "image_size must be in"),
+    ("max_image_pixels", -1, "max_image_pixels must be in"),
+    ("camera_topics", (), "must be non-empty"),
+    ("max_age_s", NAN, "max_age_s must be finite"),
+    ("sync_slop_s", -0.1, "sync_slop_s must be in"),
+    ("resize_mode", "crop", "resize_mode must be"),
+])
+def test_a_bad_camera_ingest_value_is_refused_with_its_reason(name, value, reason):
+    with pytest.raises(ValueError, match=re.escape(reason)):
+        IngestParameters(**ingest_values(**{name: value}))
+
+
+def test_good_values_at_the_edges_pass():
+    inference_config(inference_values(device="cuda:1", temperature=0.0, top_p=1.0,
+                                      memory_period_s=0.0, request_timeout_s=0.0,
+                                      joint_lower_limits=(0.5,) * 14,
+                                      joint_upper_limits=(0.5,) * 14))
+
+
+def test_the_allowed_names_are_the_ones_the_model_code_knows():
+    from oxygen_ros.model.loading import DTYPES as LOADER_DTYPES
+
+    assert inference_specs()["preset"].choices == tuple(PRESETS)
+    assert inference_specs()["dtype"].choices == DTYPES == tuple(LOADER_DTYPES)
+
+
+def test_every_number_parameter_has_a_range():
+    unbounded = [name for name, spec in (inference_specs() | specs(IngestParameters)).items()
+                 if spec.type in (int, float) and spec.element_type is None
+                 and spec.range is None]
+    assert unbounded == []
