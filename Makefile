@@ -4,10 +4,23 @@
 # Setup is cached: the venv is updated only when a requirements file changes, the messages
 # only when msg/ or the build files change; a second run takes seconds.
 
+# ROS_DISTRO=jazzy: the same setup and suite on ROS 2 Jazzy wheels, in its own venv.
+ROS_DISTRO ?= kilted
+ifeq ($(ROS_DISTRO),kilted)
 VENV       ?= .venv
+ROS_WHEELS := requirements-ros-wheels.txt
+BUILD_DIR  := build/cmake
+else ifeq ($(ROS_DISTRO),jazzy)
+VENV       ?= .venv-jazzy
+ROS_WHEELS := requirements-ros-wheels-jazzy.txt
+BUILD_DIR  := build/cmake-jazzy
+else
+$(error ROS_DISTRO must be kilted or jazzy, not '$(ROS_DISTRO)')
+endif
 PYTHON     ?= python3
 PY         := $(VENV)/bin/python
-BUILD_DIR  := build/cmake
+# make test TESTS='test/ros test/test_config.py': only those (.ci/run does so on Jazzy)
+TESTS      ?= test
 # DDS traffic never leaves loopback; each run picks its own domain.
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
 export ROS_DOMAIN_ID ?= 71
@@ -24,9 +37,9 @@ BUILD_INPUTS := CMakeLists.txt package.xml cmake/entry_point.py.in $(wildcard ms
 
 setup: $(VENV)/.installed
 
-$(VENV)/.requirements: requirements-ros-wheels.txt requirements.txt
+$(VENV)/.requirements: $(ROS_WHEELS) requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-ros-wheels.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r $(ROS_WHEELS)
 	$(PY) tools/fix_ros_wheel_cmake.py $(abspath $(VENV))
 	touch $@
 
@@ -45,7 +58,7 @@ run: setup
 	$(PY) -m oxygen_ros.cli demo
 
 test: setup
-	$(PY) -m pytest -q test
+	$(PY) -m pytest -q $(TESTS)
 
 clean:
 	rm -rf $(VENV) build
