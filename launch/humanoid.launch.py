@@ -1,7 +1,8 @@
 """Starts camera_ingest and inference with a parameters YAML.
 
 Each parameter is the code's default (docs/parameters.md) unless config_file (default:
-the preset's shipped YAML, config/humanoid.yaml for small) sets it; the arguments preset,
+the preset's shipped YAML, config/humanoid.yaml for small; one that does not exist is an
+error) sets it; the arguments preset,
 checkpoint, tokenizer, dry_run and autostart override both, only when given. When a node
 exits, the whole launch shuts down (respawn:=true restarts it instead). Also: use_sim_time
 and remappings for the joint states and the command outputs. The decisions live in
@@ -18,8 +19,9 @@ from launch_ros.substitutions import FindPackageShare
 from oxygen_ros.ros import launch_plan
 
 ARGUMENTS = {
-    "config_file": ("", "parameters YAML for camera_ingest and inference "
-                        "(default: the preset's shipped YAML, humanoid.yaml for small)"),
+    "config_file": ("", "parameters YAML for camera_ingest and inference; one that does "
+                        "not exist stops the launch (default: the preset's shipped YAML, "
+                        "humanoid.yaml for small)"),
     "preset": ("", "model preset: small, tiny, pi05 or demo (default: the YAML's)"),
     "checkpoint": ("", "π0.5 checkpoint directory (default: the YAML's)"),
     "tokenizer": ("", "PaliGemma SentencePiece .model file (default: the YAML's)"),

@@ -126,3 +126,29 @@ def test_help_loads_neither_torch_nor_rclpy(argv):
     assert result.returncode == 0, result.stderr
     assert "usage: oxygen-ros" in result.stdout
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_config_file_that_does_not_exist_stops_run_and_demo_naming_it(tmp_path):
+    missing = tmp_path / "humanoid_typo.yaml"
+    for verb in ("run", "demo"):
+        result = run_cli(verb, "--config", str(missing), timeout=60)
+        assert result.returncode == 2, (verb, result.stderr)
+        assert f"config file {missing} does not exist" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("verb, preset", [("run", None), ("run", "small"), ("run", "tiny"),
+                                          ("run", "pi05"), ("run", "demo"), ("demo", None),
+                                          ("demo", "tiny")])
+def test_preset_picks_the_yaml_the_launch_plan_picks(verb, preset):
+    from oxygen_ros.cli import build_parser
+    from oxygen_ros.cli.options import launch_arguments, node_ros_args
+    from oxygen_ros.ros import launch_plan
+
+    config = Path(__file__).resolve().parent.parent / "config"
+    args = build_parser().parse_args([verb] + (["--preset", preset] if preset else []))
+    ros_args = node_ros_args(launch_arguments(args), args.param)
+    launched = preset or ("demo" if verb == "demo" else "")
+    assert ros_args[2:4] == ["--params-file",
+                             str(launch_plan.config_file({"preset": launched}, config))]
+    assert (f"inference:preset:={launched}" in ros_args) == bool(launched)

@@ -6,25 +6,42 @@ import sys
 from pathlib import Path
 
 from oxygen_ros.cli.options import (add_json, add_node_options, add_threads, at_least,
-                                    json_directory_error, node_overrides, ros_args,
-                                    ros_environment, usage_error)
+                                    json_directory_error, launch_arguments, node_ros_args,
+                                    param_overrides, ros_environment, usage_error)
 
 DEFAULT_DEMO_BAG = "build/demo_bag"      # as oxygen_ros.ros.demo_job (imported only to run)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: replay the demo bag through camera_ingest -> inference with the
-    trained demo model on the CPU, each node in its own process as the launch file runs them; this process
+    trained demo model on the CPU, each node in its own process, configured as `ros2 launch
+    oxygen_ros humanoid.launch.py preset:=demo dry_run:=false` configures them; this process
     watches the outputs like a user's subscriber, prints live stats, a summary line and a
     summary JSON."""
+    try:
+        arguments, node_args, memory_period_s = demo_configuration(args)
+    except ValueError as error:
+        return usage_error("demo", str(error))
     ros_environment()
-    from oxygen_ros.ros.demo_job import MEMORY_PERIOD_S, DemoJob, run_demo
+    from oxygen_ros.ros.demo_job import DemoJob, run_demo
 
-    # the demo shows every output: commands on, a memory summary every 4 s of sensor time
-    overrides = (["inference:dry_run:=false", f"inference:memory_period_s:={MEMORY_PERIOD_S}"]
-                 + node_overrides(args))
-    return run_demo(DemoJob(ros_args(args.config, overrides)[1:], args.bag, args.seed,
-                            args.duration, args.summary))
+    return run_demo(DemoJob(node_args[1:], args.bag, args.seed, args.duration, args.summary,
+                            memory_period_s))
+
+
+def demo_configuration(args: argparse.Namespace) -> tuple[dict, list[str], float]:
+    """The launch arguments the demo stands for (commands on: it shows every output), the
+    nodes' --ros-args, and the memory period the summaries are scored against."""
+    from oxygen_ros.ros import launch_plan
+    from oxygen_ros.ros.node_parameters import inference_specs
+    from oxygen_ros.resources import share_path
+
+    arguments = launch_arguments(args, dry_run="false")
+    node_args = node_ros_args(arguments, args.param)
+    parameters = (launch_plan.inference_parameters(arguments, share_path("config"))
+                  | param_overrides(args.param, "inference"))
+    period = parameters.get("memory_period_s", inference_specs()["memory_period_s"].default)
+    return arguments, node_args, float(period)
 
 
 def cmd_make_demo_bag(args: argparse.Namespace) -> int:
@@ -154,7 +171,7 @@ def _add_train_demo(sub) -> None:
 
 def add_commands(sub) -> None:
     demo = sub.add_parser("demo", help=cmd_demo.__doc__)
-    add_node_options(demo, config="humanoid_demo.yaml")
+    add_node_options(demo, preset="demo")
     demo.add_argument("--bag", help=f"an existing bag to replay as it is (default: write "
                                     f"{DEFAULT_DEMO_BAG} from --seed's world — also a --bag "
                                     "path that does not exist yet — and score the outputs "

@@ -21,11 +21,18 @@ def add_json(command: argparse.ArgumentParser, plot: bool = False, instead: bool
     command.add_argument("--json", help=what + (" (and a PNG plot beside it)" if plot else ""))
 
 
-def add_node_options(command: argparse.ArgumentParser, config: str = "humanoid.yaml") -> None:
-    """The parameters of the nodes a verb starts: a YAML and overrides on top."""
-    command.add_argument("--config", default=str(share_path("config", config)),
-                         help=f"parameters YAML (default: the package's {config})")
-    command.add_argument("--preset", help="model preset for the inference node")
+def add_node_options(command: argparse.ArgumentParser, preset: str = "") -> None:
+    """The parameters of the nodes a verb starts, chosen as the launch file chooses them
+    (oxygen_ros.ros.launch_plan): a YAML, then the overrides given."""
+    command.add_argument("--config", help="parameters YAML for both nodes; a path that does "
+                                          "not exist stops the start (default: the preset's "
+                                          "shipped YAML, as ros2 launch ... preset:=NAME "
+                                          "picks it)")
+    command.add_argument("--preset", default=preset or None,
+                         help="model preset of the inference node: small, tiny, pi05 or demo; "
+                              "without --config it also picks the YAML (humanoid.yaml, "
+                              "humanoid_tiny.yaml, humanoid_pi05.yaml, humanoid_demo.yaml; "
+                              f"default: {preset or 'the YAML says, else small'})")
     command.add_argument("--dry-run", dest="dry_run", action="store_true", default=None,
                          help="publish no commands or trajectories")
     command.add_argument("--no-dry-run", dest="dry_run", action="store_false")
@@ -33,13 +40,35 @@ def add_node_options(command: argparse.ArgumentParser, config: str = "humanoid.y
                          help="override a parameter, e.g. inference:tokens_per_frame:=8")
 
 
-def node_overrides(args: argparse.Namespace) -> list[str]:
-    overrides = []
-    if args.preset:
-        overrides.append(f"inference:preset:={args.preset}")
+def launch_arguments(args: argparse.Namespace, **defaults: str) -> dict[str, str]:
+    """The launch file's arguments these options stand for (`defaults` where not given)."""
+    given = {"config_file": args.config or "", "preset": args.preset or ""}
     if args.dry_run is not None:
-        overrides.append(f"inference:dry_run:={str(args.dry_run).lower()}")
-    return overrides + list(args.param or [])
+        given["dry_run"] = str(args.dry_run).lower()
+    return defaults | {name: value for name, value in given.items() if value}
+
+
+def node_ros_args(arguments: dict[str, str], params) -> list[str]:
+    """--ros-args for both nodes as the launch file gives them, then the -p overrides; a
+    ValueError names a config file that does not exist or a preset without one."""
+    from oxygen_ros.ros import launch_plan
+
+    config = launch_plan.config_file(arguments, share_path("config"))
+    overrides = [f"inference:{name}:={str(value).lower() if isinstance(value, bool) else value}"
+                 for name, value in launch_plan.inference_overrides(arguments).items()]
+    return ros_args(str(config), overrides + list(params or []))
+
+
+def param_overrides(params, node: str) -> dict:
+    """The -p NODE:NAME:=VALUE overrides of one node, typed as YAML reads them."""
+    import yaml
+
+    overrides = {}
+    for item in params or []:
+        target, sep, value = item.partition(":=")
+        if sep and target.startswith(node + ":"):
+            overrides[target[len(node) + 1:]] = yaml.safe_load(value)
+    return overrides
 
 
 def ros_args(config: str, overrides: list[str]) -> list[str]:

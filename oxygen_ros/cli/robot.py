@@ -4,23 +4,43 @@ import argparse
 import sys
 import time
 
-from oxygen_ros.cli.options import (add_node_options, node_overrides, ros_args,
+from oxygen_ros.cli.options import (add_node_options, launch_arguments, node_ros_args,
                                     ros_environment, usage_error)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """camera_ingest and inference in one process (no launch_ros needed; the launch file and
-    the demo run each node in its own process, which keeps image decoding off the engine's
-    interpreter). Ctrl-C or SIGTERM stops both cleanly."""
+    """camera_ingest and inference, each in its own process as the launch file runs them
+    (no launch_ros needed), on the YAML the launch file would pick. Ctrl-C or SIGTERM stops
+    both (SIGINT, then SIGKILL after 10 s); when one node ends, the other is stopped."""
+    try:
+        node_args = node_ros_args(launch_arguments(args), args.param)
+    except ValueError as error:
+        return usage_error("run", str(error))
     ros_environment()
+    if args.single_process:
+        return _run_in_one_process(node_args, args.duration)
+    from oxygen_ros.ros.node_processes import start_nodes, supervise
+    from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
+
+    stop = install_stop_signals()
+    children = start_nodes(node_args[1:])
+    print(f"oxygen-ros run: camera_ingest pid {children[0].pid}, inference pid "
+          f"{children[1].pid}, parameters {node_args[3]}", flush=True)
+    try:
+        return supervise(children, stop, args.duration)
+    finally:
+        ignore_stop_signals()
+
+
+def _run_in_one_process(node_args: list[str], duration: float) -> int:
     from oxygen_ros.ros.camera_ingest import CameraIngest
     from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
     from oxygen_ros.ros.inference_node import InferenceNode
     from oxygen_ros.ros.run_node import run_nodes
 
-    return run_nodes([CameraIngest, InferenceNode], ros_args(args.config, node_overrides(args)),
+    return run_nodes([CameraIngest, InferenceNode], node_args,
                      make_executor=lambda: YieldingMultiThreadedExecutor(num_threads=4),
-                     duration=args.duration)
+                     duration=duration)
 
 
 def _remaps(items) -> dict:
@@ -118,6 +138,11 @@ def add_commands(sub) -> None:
     run = sub.add_parser("run", help=cmd_run.__doc__)
     add_node_options(run)
     run.add_argument("--duration", type=float, default=0.0, help="seconds (default: until Ctrl-C)")
+    run.add_argument("--single-process", action="store_true",
+                     help="both nodes in this one process instead: image decoding then shares "
+                          "the engine's interpreter (a burst of camera frames can delay "
+                          "actions), an exception or crash in one node stops both, and no "
+                          "node can be restarted alone; for debugging")
     run.set_defaults(func=cmd_run)
 
     replay = sub.add_parser("replay", help=cmd_replay.__doc__)

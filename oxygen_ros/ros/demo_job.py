@@ -3,7 +3,6 @@ own process as the launch file runs them, a bag replayed through them from a thi
 the outputs watched like a user's subscriber: live stats, a summary line, a summary JSON."""
 
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -18,11 +17,11 @@ from rclpy.signals import SignalHandlerOptions
 from oxygen_ros.demo import score
 from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
 from oxygen_ros.ros.monitor import OutputMonitor
+from oxygen_ros.ros.node_processes import start_nodes, stop_children
 from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals, spin_until
 
 INFERENCE_STATUS = "oxygen_ros: inference"
 DEFAULT_DEMO_BAG = "build/demo_bag"
-MEMORY_PERIOD_S = 4.0     # the demo's memory window (the command line's override)
 SUMMARY_FROM_DIAGNOSTICS = (
     "frames", "deadline_misses", "commands", "held_commands", "held_command_fraction",
     "chunk_latency_ms_p50", "chunk_latency_ms_max", "action_path_ms_p95", "frame_period_s",
@@ -39,6 +38,7 @@ class DemoJob:
     seed: int = 0
     duration_s: float = 12.0
     summary_path: Optional[str] = None
+    memory_period_s: float = 4.0   # the nodes' memory_period_s: the scored windows
 
 
 class DemoProgress:
@@ -128,25 +128,6 @@ def summary_line(summary: dict) -> str:
                if "answer_accuracy" in summary else ""))
 
 
-def _node_command(executable: str, module: str) -> list[str]:
-    """A node's installed executable (it leaves quietly on Ctrl-C even while importing),
-    else its module."""
-    installed = Path(sys.prefix) / "lib" / "oxygen_ros" / executable
-    return [str(installed)] if installed.exists() else [sys.executable, "-m",
-                                                        f"oxygen_ros.ros.{module}"]
-
-
-def _stop_child(child, timeout: float = 5.0) -> None:
-    """SIGINT, then SIGKILL after `timeout` (rclpy traps SIGTERM)."""
-    if child.poll() is None:
-        child.send_signal(signal.SIGINT)
-    try:
-        child.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
-
-
 def _forward_replay_output(replay, clock: dict) -> None:
     """Echo the replay's lines; keep the wall time of bag time 0 it reports."""
     for line in replay.stdout:
@@ -171,9 +152,7 @@ def _prepare_bag(job: DemoJob) -> tuple[Path, Optional[DemoBagSpec]]:
 
 def run_demo(job: DemoJob) -> int:
     bag, spec = _prepare_bag(job)
-    nodes = [subprocess.Popen(_node_command(name, module) + job.ros_args)
-             for name, module in (("camera_ingest", "camera_ingest"),
-                                  ("inference", "inference_node"))]
+    nodes = start_nodes(job.ros_args)
     rclpy.init(args=["oxygen-ros-demo"], signal_handler_options=SignalHandlerOptions.NO)
     stop = install_stop_signals()   # Ctrl-C reaches the nodes too: they stop cleanly
     monitor = OutputMonitor()
@@ -189,8 +168,8 @@ def run_demo(job: DemoJob) -> int:
         spin_until(executor, stop, every_second=DemoProgress(monitor, replay))
     finally:
         ignore_stop_signals()
-        for child in [replay] + nodes:
-            _stop_child(child)
+        stop_children([replay], grace_s=5.0)
+        stop_children(nodes)
         _report(job, monitor, spec, clock.get("bag_zero_wall"))
         executor.shutdown()
         monitor.destroy_node()
@@ -198,11 +177,17 @@ def run_demo(job: DemoJob) -> int:
     return 0 if monitor.chunks > 0 and monitor.command_times else 1
 
 
+def _params_file(ros_args: list) -> Optional[str]:
+    return next((ros_args[i + 1] for i, arg in enumerate(ros_args[:-1])
+                 if arg == "--params-file"), None)
+
+
 def _report(job: DemoJob, monitor, spec: Optional[DemoBagSpec],
             bag_zero_wall: Optional[float]) -> None:
-    summary = demo_summary(monitor)
+    summary = demo_summary(monitor) | {"params_file": _params_file(job.ros_args),
+                                        "memory_period_s": job.memory_period_s}
     if spec is not None:
-        summary |= score.score_run(spec.seed, spec.duration_s, spec.camera_hz, MEMORY_PERIOD_S,
+        summary |= score.score_run(spec.seed, spec.duration_s, spec.camera_hz, job.memory_period_s,
                                    dict(monitor.finished_dialogue), monitor.dialogue_stamps,
                                    monitor.summaries, monitor.commands, bag_zero_wall)
         for line in score.answer_lines(summary["answers"]):

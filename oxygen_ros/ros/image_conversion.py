@@ -8,6 +8,7 @@ scale that still covers the model resolution (libjpeg's DCT scaling), so HD came
 little more than small ones.
 """
 
+import re
 import struct
 
 import cv2
@@ -32,6 +33,11 @@ ENCODINGS = {
 
 MAX_PIXELS = 4096 * 4096        # default limit: above every real camera, below a bomb
 MAX_ASPECT = 16.0               # a longer side more than this times the shorter one
+MAX_HEADER_SEGMENTS = 64        # markers before the frame header; real JPEGs have under 20
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_FILL = re.compile(rb"\xff+")    # a marker and the fill bytes any marker may follow
+_START_OF_FRAME = frozenset((0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB,
+                             0xCD, 0xCE, 0xCF))
 REDUCED_FLAGS = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2,
                  4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}
 
@@ -89,31 +95,36 @@ def image_to_rgb(msg, max_pixels: int = MAX_PIXELS) -> np.ndarray:
 
 
 def compressed_size(data: bytes) -> tuple[str, int, int]:
-    """(format, width, height) read from a JPEG or PNG header, without decoding."""
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24 and data[12:16] == b"IHDR":
+    """(format, width, height) read from a JPEG or PNG header, without decoding. The cost is
+    bounded whatever the bytes: fill bytes are skipped by the regex engine and at most
+    MAX_HEADER_SEGMENTS markers are read before the frame header."""
+    if data[:8] == PNG_SIGNATURE:
+        if len(data) < 24 or data[12:16] != b"IHDR":
+            raise ImageConversionError("undecodable", "PNG without an IHDR header")
         width, height = struct.unpack(">II", data[16:24])
         return "png", width, height
     if data[:2] == b"\xff\xd8":
-        at = 2
-        while at + 4 <= len(data):
-            if data[at] != 0xFF:
-                break
-            marker = data[at + 1]
-            if marker == 0xFF:            # fill byte
-                at += 1
-                continue
-            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:   # no length field
-                at += 2
-                continue
-            length = struct.unpack(">H", data[at + 2:at + 4])[0]
-            if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD,
-                          0xCE, 0xCF) and at + 9 <= len(data):     # start of frame
-                height, width = struct.unpack(">HH", data[at + 5:at + 9])
-                return "jpeg", width, height
-            at += 2 + length
-        raise ImageConversionError("undecodable", "JPEG without a readable frame header")
+        return ("jpeg",) + _jpeg_frame_size(data)
     raise ImageConversionError("unsupported_encoding",
                                "compressed image is neither JPEG nor PNG")
+
+
+def _jpeg_frame_size(data: bytes) -> tuple[int, int]:
+    at = 2
+    for _ in range(MAX_HEADER_SEGMENTS):
+        fill = _FILL.match(data, at)
+        if fill is None or fill.end() + 3 > len(data):
+            break
+        at = fill.end() - 1                   # the last 0xFF of the run, before the marker
+        marker = data[at + 1]
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:   # no length field
+            at += 2
+            continue
+        if marker in _START_OF_FRAME and at + 9 <= len(data):
+            height, width = struct.unpack(">HH", data[at + 5:at + 9])
+            return width, height
+        at += 2 + struct.unpack(">H", data[at + 2:at + 4])[0]
+    raise ImageConversionError("undecodable", "JPEG without a readable frame header")
 
 
 def reduction(width: int, height: int, size: int, mode: str = "pad") -> int:

@@ -3,10 +3,13 @@
 A parameter is the code's default unless the parameters YAML sets it. A launch argument
 overrides it only when the user gives it (an empty default means "as the YAML says"). Without a
 config_file, each preset starts from its own shipped YAML, so every preset the launch
-file offers starts as shipped."""
+file offers starts as shipped; a config_file that does not exist stops the start. The
+command line (`oxygen-ros run`, `oxygen-ros demo`) makes the same decisions here."""
 
 from pathlib import Path
 from typing import Mapping
+
+import yaml
 
 PRESET_CONFIGS = {"small": "humanoid.yaml", "tiny": "humanoid_tiny.yaml",
                   "pi05": "humanoid_pi05.yaml", "demo": "humanoid_demo.yaml"}
@@ -20,6 +23,8 @@ def config_file(arguments: Mapping[str, str], config_dir: Path) -> Path:
     """The parameters YAML: config_file if given, else the preset's own, else the default."""
     given = arguments.get("config_file", "")
     if given:
+        if not Path(given).is_file():
+            raise ValueError(f"config file {given} does not exist")
         return Path(given)
     preset = arguments.get("preset", "")
     if preset and preset not in PRESET_CONFIGS:
@@ -50,3 +55,11 @@ def on_node_exit(arguments: Mapping[str, str]) -> str:
     if respawn not in TRUE + FALSE:
         raise ValueError(f"respawn:={respawn!r} is not a boolean (true or false)")
     return "respawn" if respawn in TRUE else "shutdown"
+
+
+def inference_parameters(arguments: Mapping[str, str], config_dir: Path) -> dict:
+    """What the inference node is given: its YAML's parameters, then the overrides (the
+    code's defaults fill in the rest)."""
+    document = yaml.safe_load(config_file(arguments, config_dir).read_text()) or {}
+    section = (document.get("inference") or {}).get("ros__parameters") or {}
+    return dict(section) | inference_overrides(arguments)

@@ -227,6 +227,13 @@ def test_a_decompression_bomb_is_refused_before_decoding(graph):
     assert time.monotonic() - started < 15.0
 
 
+def test_a_run_of_ff_bytes_labelled_jpeg_is_counted_as_undecodable(graph):
+    fill = b"\xff\xd8" + b"\xff" * (256 * 1024)       # was a pure-Python scan per byte
+    check(graph, "camera_ingest", "undecodable",
+          lambda probe, pubs: pubs["compressed"].publish(compressed(probe, fill)),
+          "undecodable")
+
+
 def test_a_one_pixel_camera_is_counted_and_dropped(graph):
     def send(probe, pubs):
         pixels = np.zeros((1, 1, 3), np.uint8)

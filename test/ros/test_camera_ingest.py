@@ -85,6 +85,10 @@ def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, 
         assert row["t"] - 0.5 <= row["about_s"] <= row["t"] + 1.0, row
         assert abs(row["about_s"] * 15 - round(row["about_s"] * 15)) < 1e-4, row
     assert summary["answer_accuracy"] >= 0.8, summary["answers"]
+    # the configuration ros2 launch ... preset:=demo gives (test_launch_plan holds the
+    # arguments equal): humanoid_demo.yaml's 4 s memory window, what the model was trained on
+    assert Path(summary["params_file"]).name == "humanoid_demo.yaml"
+    assert summary["memory_period_s"] == 4.0
     assert summary["memory_summaries"] >= 2, summary["memory"]
     assert summary["memory_accuracy"] == 1.0, summary["memory"]
     assert 0.0 < summary["action_error"] <= 0.1, summary["action_error"]

@@ -116,3 +116,43 @@ def test_pad_keeps_the_aspect_ratio_on_centered_black_bars_like_resize_with_pad(
     assert (padded[:, 20:] == 0).all()
     with pytest.raises(ValueError, match="resize mode"):
         resize_rgb(wide, 32, "crop")
+
+
+MIB = 1 << 20
+GOOD_JPEG = cv2.imencode(".jpg", np.zeros((48, 64, 3), np.uint8))[1].tobytes()
+SOF = GOOD_JPEG.index(b"\xff\xc0")
+
+
+@pytest.mark.parametrize("name, data", [
+    ("1 MiB of 0xFF labelled jpeg", b"\xff\xd8" + b"\xff" * (MIB - 2)),
+    ("4 MiB of 0xFF labelled jpeg", b"\xff\xd8" + b"\xff" * (4 * MIB - 2)),
+    ("1 MiB of empty comment segments", b"\xff\xd8" + b"\xff\xfe\x00\x02" * (MIB // 4)),
+    ("1 MiB of restart markers", b"\xff\xd8" + b"\xff\xd0" * (MIB // 2)),
+    ("a PNG signature, then 1 MiB of 0xFF", b"\x89PNG\r\n\x1a\n" + b"\xff" * MIB),
+])
+def test_hostile_compressed_headers_are_refused_as_undecodable_in_bounded_time(name, data):
+    """Issue 29: 1 MiB of 0xFF cost 126 ms of Python header scanning (4 MiB: 505 ms)."""
+    import time
+    msg = CompressedImage(format="jpeg", data=data)
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        with pytest.raises(ImageConversionError) as error:
+            compressed_to_rgb(msg, 84)
+        times.append(time.perf_counter() - started)
+        assert error.value.kind == "undecodable", name
+    assert sorted(times)[2] < 0.05, (name, times)    # measured: under 2 ms
+
+
+def test_fill_bytes_before_a_marker_are_skipped_and_a_long_header_is_refused():
+    from oxygen_ros.ros.image_conversion import MAX_HEADER_SEGMENTS, compressed_size
+    filled = GOOD_JPEG[:SOF] + b"\xff" * 5000 + GOOD_JPEG[SOF:]
+    assert compressed_size(filled) == ("jpeg", 64, 48)
+    assert compressed_to_rgb(CompressedImage(format="jpeg", data=filled)).shape == (48, 64, 3)
+    comments = b"\xff\xfe\x00\x04hi"
+    fits = GOOD_JPEG[:2] + comments * (MAX_HEADER_SEGMENTS - 10) + GOOD_JPEG[2:]
+    assert compressed_size(fits) == ("jpeg", 64, 48)
+    too_long = GOOD_JPEG[:2] + comments * MAX_HEADER_SEGMENTS + GOOD_JPEG[2:]
+    with pytest.raises(ImageConversionError) as error:
+        compressed_size(too_long)
+    assert error.value.kind == "undecodable"

@@ -70,3 +70,38 @@ def test_preset_tiny_as_offered_starts_an_inference_node(rclpy_context):
         assert node.model.model.config.name == "tiny" and node._active
     finally:
         node.destroy_node()
+
+
+def test_a_config_file_that_does_not_exist_stops_the_launch_naming_it(tmp_path):
+    missing = tmp_path / "humanoid_typo.yaml"
+    with pytest.raises(ValueError, match=f"config file {missing} does not exist"):
+        launch_plan.config_file({"config_file": str(missing)}, CONFIG)
+    with pytest.raises(ValueError, match="does not exist"):
+        launch_plan.inference_parameters({"config_file": str(missing), "preset": "demo"},
+                                         CONFIG)
+
+
+def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
+    """make run (`oxygen-ros demo`) and `ros2 launch ... preset:=demo dry_run:=false` run
+    one configuration: the demo's only overrides are those launch arguments, and the
+    memory window it scores its summaries against is the one the nodes are given, the
+    window the demo model was trained on (test_camera_ingest's demo test holds the
+    summaries right end to end)."""
+    from oxygen_ros.cli import build_parser
+    from oxygen_ros.cli.demo import demo_configuration
+    from oxygen_ros.demo.sampling import MEMORY_PERIOD_S
+
+    arguments, ros_args, scored_period = demo_configuration(build_parser().parse_args(["demo"]))
+    assert arguments == {"preset": "demo", "dry_run": "false"}
+    launched = launch_plan.inference_overrides(arguments)
+    assert ros_args == ["oxygen-ros", "--ros-args", "--params-file",
+                        str(CONFIG / "humanoid_demo.yaml"), "-p", "inference:preset:=demo",
+                        "-p", "inference:dry_run:=false"]
+    assert launched == {"preset": "demo", "dry_run": False}
+    parameters = launch_plan.inference_parameters(arguments, CONFIG)
+    assert parameters["memory_period_s"] == scored_period == MEMORY_PERIOD_S == 4.0
+    assert parameters["checkpoint"] == "package://oxygen_ros/models/demo"
+    # a user's -p changes what is scored along with what the node runs
+    _, ros_args, scored_period = demo_configuration(build_parser().parse_args(
+        ["demo", "-p", "inference:memory_period_s:=6.0"]))
+    assert ros_args[-2:] == ["-p", "inference:memory_period_s:=6.0"] and scored_period == 6.0

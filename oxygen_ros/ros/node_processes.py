@@ -1,0 +1,59 @@
+"""camera_ingest and inference each in its own process, as the launch file runs them:
+start them, wait until a signal, a duration or one of them ends, stop them with hard
+timeouts (rclpy traps SIGTERM: SIGINT first, SIGKILL after a deadline)."""
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+NODES = (("camera_ingest", "camera_ingest"), ("inference", "inference_node"))
+STOP_GRACE_S = 10.0       # a node joins its engine thread and leaves in a few seconds
+
+
+def node_command(executable: str, module: str) -> list[str]:
+    """A node's installed executable (it leaves quietly on Ctrl-C even while importing),
+    else its module."""
+    installed = Path(sys.prefix) / "lib" / "oxygen_ros" / executable
+    return [str(installed)] if installed.exists() else [sys.executable, "-m",
+                                                        f"oxygen_ros.ros.{module}"]
+
+
+def start_nodes(ros_args: list[str]) -> list[subprocess.Popen]:
+    """Both nodes, each given the same --ros-args (a params file and -p overrides)."""
+    return [subprocess.Popen(node_command(executable, module) + ros_args)
+            for executable, module in NODES]
+
+
+def stop_children(children, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGINT to every child still running, SIGKILL to those alive `grace_s` later."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    for child in children:
+        try:
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def supervise(children, stop: threading.Event, duration: float = 0.0,
+              grace_s: float = STOP_GRACE_S) -> int:
+    """Wait until `stop` is set, `duration` seconds pass (0: no limit) or a child ends (as
+    the launch file, which then shuts everything down); stop every child. 0, or the exit
+    code of the child that ended on its own (128 + N for signal N, as a shell says)."""
+    deadline = time.monotonic() + duration if duration else float("inf")
+    ended = None
+    while not stop.is_set() and time.monotonic() < deadline:
+        ended = next((child for child in children if child.poll() is not None), None)
+        if ended is not None:
+            break
+        stop.wait(0.1)
+    stop_children(children, grace_s)
+    if ended is None:
+        return 0
+    return ended.returncode if ended.returncode >= 0 else 128 - ended.returncode

@@ -1,0 +1,94 @@
+"""`oxygen-ros run` starts each node in its own process, as the launch file does, and
+stops them with hard timeouts: SIGINT, then SIGKILL (rclpy traps SIGTERM)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from rclpy.node import Node
+
+from oxygen_ros.ros.node_processes import stop_children
+
+NODES = {"camera_ingest", "inference"}
+
+
+def wait_for_line(child, text: str, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and child.poll() is None:
+        found = [line for line in list(child.lines) if text in line]
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no {text!r} in {''.join(child.lines)[-3000:]}")
+
+
+def parent_pid(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return int(next(line for line in status if line.startswith("PPid")).split()[1])
+
+
+def node_names(context, until, timeout_s: float = 60.0) -> set:
+    node = Node("run_observer", context=context)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not until(set(node.get_node_names())):
+            time.sleep(0.1)
+        return set(node.get_node_names())
+    finally:
+        node.destroy_node()
+
+
+def test_a_child_that_ignores_sigint_is_killed_after_the_grace_period():
+    ignoring = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, "
+         "signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE, text=True)
+    polite = subprocess.Popen(
+        [sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGINT, lambda "
+         "*_: sys.exit(3)); print('ready', flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE, text=True)
+    assert ignoring.stdout.readline() == polite.stdout.readline() == "ready\n"
+    stop_children([ignoring, polite], grace_s=1.0)
+    assert ignoring.returncode == -signal.SIGKILL
+    assert polite.returncode == 3            # left on the SIGINT, not killed
+
+
+def test_run_starts_each_node_in_its_own_process_and_sigterm_stops_both(processes,
+                                                                       rclpy_context):
+    run = processes.python("-m", "oxygen_ros.cli", "run", "--preset", "tiny")
+    line = wait_for_line(run, "camera_ingest pid", 60.0)
+    pids = [int(word.rstrip(",")) for word in line.split() if word.rstrip(",").isdigit()]
+    assert len(pids) == 2 and run.pid not in pids, line
+    assert [parent_pid(pid) for pid in pids] == [run.pid, run.pid]
+    assert "humanoid_tiny.yaml" in line, line      # the preset's YAML, as the launch plan
+    names = node_names(rclpy_context, until=lambda names: NODES <= names)
+    assert NODES <= names, names
+    run.send_signal(signal.SIGTERM)                # to the parent only: it stops the nodes
+    output = processes.finish(run, timeout=60)
+    assert run.returncode == 0, output[-3000:]
+    for pid in pids:                               # reaped by the parent: gone
+        assert not os.path.exists(f"/proc/{pid}"), pid
+    assert "Traceback" not in output, output[-3000:]
+
+
+def test_run_stops_the_other_node_and_fails_when_one_node_fails(processes):
+    run = processes.python("-m", "oxygen_ros.cli", "run", "--preset", "tiny",
+                           "-p", "inference:checkpoint:=/no/such/checkpoint")
+    output = processes.finish(run, timeout=120)
+    assert run.returncode == 1, output[-3000:]
+    line = next(line for line in output.splitlines() if "camera_ingest pid" in line)
+    ingest_pid = int(line.split("camera_ingest pid ")[1].split(",")[0])
+    assert not os.path.exists(f"/proc/{ingest_pid}")
+
+
+def test_single_process_runs_both_nodes_in_the_command_itself(processes, rclpy_context):
+    run = processes.python("-m", "oxygen_ros.cli", "run", "--preset", "tiny",
+                           "--single-process")
+    names = node_names(rclpy_context, until=lambda names: NODES <= names)
+    assert NODES <= names, (names, "".join(run.lines)[-3000:])
+    assert not any("camera_ingest pid" in line for line in run.lines)
+    run.send_signal(signal.SIGTERM)
+    output = processes.finish(run, timeout=60)
+    assert run.returncode == 0, output[-3000:]
