@@ -19,6 +19,7 @@ node runs on wall or simulated time.
 """
 
 import dataclasses
+import itertools
 import sys
 import threading
 import time
@@ -44,6 +45,7 @@ from oxygen_ros.ros.command_gate import CommandGate
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.dialogue_router import DialogueRouter
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
+from oxygen_ros.ros.node_entities import destroy_entities
 from oxygen_ros.ros.node_parameters import InferenceParameters, engine_config, inference_specs
 from oxygen_ros.ros.run_node import run_node
 
@@ -60,6 +62,8 @@ class InferenceNode(LifecycleNode):
         self.configure_error: Optional[Exception] = None
         self._active = False
         self._entities: list = []                     # publishers, subscriptions, timers
+        # request ids over the node's lifetime: a reconfigure goes on counting
+        self._topic_ids, self._engine_ids = itertools.count(1), itertools.count(1)
         if self.get_parameter("autostart").value:
             if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
                 raise self.configure_error or RuntimeError("inference: configure failed")
@@ -115,7 +119,7 @@ class InferenceNode(LifecycleNode):
         self.engine = OxygenEngine(
             self.model.model, config, tokenizer=self.model.tokenizer,
             normalization=self.model.normalization, on_chunk=self._on_chunk,
-            on_text=self._on_text, on_memory=self._on_memory)
+            on_text=self._on_text, on_memory=self._on_memory, dialogue_ids=self._engine_ids)
         # RTC chunks continue the plan they replace, so only the cross-fade fades
         self.stream = ActionStream(config.blend_s if config.chunk_switch == "crossfade" else 0.0)
         self._reset_state()
@@ -127,7 +131,6 @@ class InferenceNode(LifecycleNode):
         self.get_logger().info(
             f"model {self.model.description}; {config.num_pages} KV pages; "
             f"{self.torch_threads} torch threads")
-        self._meets_targets = None
         self._report_capacity()
 
     def _load_model(self, params: InferenceParameters, seed: int) -> None:
@@ -166,7 +169,7 @@ class InferenceNode(LifecycleNode):
         self.memory_pub = publisher(MemorySummary, params.memory_topic, qos.RELIABLE)
         self.diagnostics_pub = publisher(DiagnosticArray, "/diagnostics", qos.RELIABLE)
         self.dialogue = DialogueRouter(self, self.engine, params.ask_action, self.dialogue_pub,
-                                       self.counters, self._bad_input)
+                                       self.counters, self._bad_input, self._topic_ids)
         self._entities = [
             self.command_pub, self.chunk_pub, self.trajectory_pub, self.dialogue_pub,
             self.memory_pub, self.diagnostics_pub,
@@ -197,29 +200,24 @@ class InferenceNode(LifecycleNode):
             self.dialogue.abandon_all()
             self.dialogue.destroy()
             self.dialogue = None
-        for entity in self._entities:
-            kind = type(entity).__name__
-            destroy = {"Publisher": self.destroy_publisher,
-                       "Subscription": self.destroy_subscription,
-                       "Timer": self.destroy_timer}.get(kind)
-            if destroy is not None:
-                destroy(entity)
+        destroy_entities(self, self._entities)
         self._entities = []
         self.engine = self.model = None
 
     def wake_engine(self) -> None:
         self._wake.set()
 
+    def wind_down(self) -> int:
+        """A stop signal: open Ask goals end with finish_reason shutdown (see run_node)."""
+        return self.dialogue.wind_down() if getattr(self, "dialogue", None) else 0
+
+    def winding_down(self) -> bool:
+        return getattr(self, "dialogue", None) is not None and self.dialogue.winding_down()
+
     def _report_capacity(self) -> None:
-        """Say once what this machine can deliver (and again only when that changes)."""
-        capacity = self.engine.timing.capacity()
-        if capacity is None or capacity.meets_targets == self._meets_targets:
-            return
-        self._meets_targets = capacity.meets_targets
-        if capacity.meets_targets:
-            self.get_logger().info(f"real-time: {capacity.describe()}")
-        else:
-            self.get_logger().warning(f"real-time targets cannot be met: {capacity.describe()}")
+        notice = self.health.capacity_notice(self.engine.timing.capacity())
+        if notice is not None:
+            getattr(self.get_logger(), notice[0])(notice[1])
 
     # -- inputs -------------------------------------------------------------------------
     def _bad_input(self, kind: str, detail: str) -> None:
@@ -278,6 +276,7 @@ class InferenceNode(LifecycleNode):
                 if not self.context.ok():
                     break  # shutting down: publishers are gone
                 self.counters["engine_errors"] += 1
+                self.health.frame_failed(error)   # its requests ended with engine_error
                 self.get_logger().error(f"engine frame failed: {error!r}",
                                         throttle_duration_sec=5.0)
                 pause = engine.config.frame_period_s
@@ -370,7 +369,7 @@ class InferenceNode(LifecycleNode):
             "lifecycle": "active" if self._active else "inactive",
             "cancelled_requests": engine.counters["cancelled_requests"],
             "watchdog": "stale" if self.gate.stale else "ok",
-        } | self.real_time_report() \
+        } | self.real_time_report() | self.health.values() \
           | {f"kv_bytes_{owner}": n for owner, n in engine.cache.pool.bytes_by_owner().items()} \
           | dict(self.counters)
         self._report_capacity()
