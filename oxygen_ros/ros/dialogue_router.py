@@ -65,7 +65,7 @@ class _Goal:
 
 class DialogueRouter:
     def __init__(self, node, engine, action_name: str, publisher, counters, bad_input,
-                 topic_ids: Optional[Iterator[int]] = None):
+                 topic_ids: Optional[Iterator[int]] = None, server=None):
         self.node, self.engine = node, engine
         self.publisher, self.counters, self.bad_input = publisher, counters, bad_input
         self._lock = threading.Lock()
@@ -74,15 +74,30 @@ class DialogueRouter:
         self._held = 0                         # goals accepted, not yet submitted
         self._executing = 0                    # execute callbacks not yet returned
         self._closing = False
-        self.server = ActionServer(
-            node, Ask, action_name, execute_callback=self._execute,
-            goal_callback=self._on_goal, cancel_callback=self._on_cancel,
-            callback_group=ReentrantCallbackGroup(),
-            **ask_qos(engine.config.max_pending_requests))
+        self.server = self._bind(server, (action_name, engine.config.max_pending_requests))
+
+    def _bind(self, server, key: tuple):
+        """The Ask server of an earlier configure, its callbacks now ours, if its name and
+        depth still fit; else a new one. Reused because rclpy 9 cannot destroy an action
+        server safely while the executor waits (the node died with 'action server pointer
+        is invalid' in one of a few lifecycle cleanups) and each new one costs memory."""
+        if server is not None and server.oxygen_key == key:
+            server.register_goal_callback(self._on_goal)
+            server.register_cancel_callback(self._on_cancel)
+            server.register_execute_callback(self._execute)
+            return server
+        if server is not None:
+            server.destroy()
+        server = ActionServer(self.node, Ask, key[0], execute_callback=self._execute,
+                              goal_callback=self._on_goal, cancel_callback=self._on_cancel,
+                              callback_group=ReentrantCallbackGroup(), **ask_qos(key[1]))
+        server.oxygen_key = key
+        return server
 
     def destroy(self) -> None:
-        self.abandon_all()
-        self.server.destroy()
+        """The engine is going away: open goals end, new ones are rejected until the next
+        router takes the server over (the node destroys it last)."""
+        self.wind_down()
         self.node = self.engine = self.publisher = None   # no cycle keeps them alive
 
     def wind_down(self) -> int:
@@ -136,7 +151,7 @@ class DialogueRouter:
         with self._lock:
             request_id = next((i for i, route in self._routes.items()
                                if isinstance(route, _Goal) and route.handle is goal_handle), None)
-        if request_id is not None:
+        if request_id is not None and not self._closing:
             self.engine.cancel_dialogue(request_id)
             self.node.wake_engine()
         return CancelResponse.ACCEPT

@@ -35,6 +35,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_ros.engine.action_stream import ActionStream
 from oxygen_ros.engine.frame_loop import FrameLoop
+from oxygen_ros.engine.memory_release import return_freed_memory
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.engine.parameters import build
 from oxygen_ros.engine.threads import apply_torch_threads
@@ -64,6 +65,7 @@ class InferenceNode(LifecycleNode):
         self._entities: list = []                     # publishers, subscriptions, timers
         # request ids over the node's lifetime: a reconfigure goes on counting
         self._topic_ids, self._engine_ids = itertools.count(1), itertools.count(1)
+        self._ask_server = None                       # kept over reconfigures: see DialogueRouter
         if self.get_parameter("autostart").value:
             if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
                 raise self.configure_error or RuntimeError("inference: configure failed")
@@ -96,9 +98,7 @@ class InferenceNode(LifecycleNode):
         self._teardown()
         return TransitionCallbackReturn.SUCCESS
 
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._teardown()
-        return TransitionCallbackReturn.SUCCESS
+    on_shutdown = on_cleanup
 
     def _configure(self) -> None:
         values = ros_parameters.values(self, inference_specs())
@@ -169,7 +169,9 @@ class InferenceNode(LifecycleNode):
         self.memory_pub = publisher(MemorySummary, params.memory_topic, qos.RELIABLE)
         self.diagnostics_pub = publisher(DiagnosticArray, "/diagnostics", qos.RELIABLE)
         self.dialogue = DialogueRouter(self, self.engine, params.ask_action, self.dialogue_pub,
-                                       self.counters, self._bad_input, self._topic_ids)
+                                       self.counters, self._bad_input, self._topic_ids,
+                                       self._ask_server)
+        self._ask_server = self.dialogue.server
         self._entities = [
             self.command_pub, self.chunk_pub, self.trajectory_pub, self.dialogue_pub,
             self.memory_pub, self.diagnostics_pub,
@@ -197,18 +199,16 @@ class InferenceNode(LifecycleNode):
                                           "stops when the frame ends")
             self._thread = None
         if getattr(self, "dialogue", None) is not None:
-            self.dialogue.abandon_all()
             self.dialogue.destroy()
             self.dialogue = None
-        destroy_entities(self, self._entities)
-        self._entities = []
+        destroy_entities(self, self._entities)   # and empties the list
         self.engine = self.model = None
+        return_freed_memory()   # else reconfigures grow the process (memory_release.py)
 
     def wake_engine(self) -> None:
         self._wake.set()
 
-    def wind_down(self) -> int:
-        """A stop signal: open Ask goals end with finish_reason shutdown (see run_node)."""
+    def wind_down(self) -> int:   # a stop signal: see run_node and DialogueRouter
         return self.dialogue.wind_down() if getattr(self, "dialogue", None) else 0
 
     def winding_down(self) -> bool:
@@ -386,6 +386,8 @@ class InferenceNode(LifecycleNode):
 
     def destroy_node(self) -> None:
         self._teardown()
+        if self._ask_server is not None:
+            self._ask_server.destroy()
         super().destroy_node()
 
 
