@@ -30,12 +30,14 @@ class SharedKVEngine(_SequentialLanguage, SharedCacheEngine):
         table = self.model.prefill(prefix, self.cache)
         if table is None:
             raise RuntimeError("shared_kv: KV pool cannot hold the observation prefix")
-        chunk = self.emit_chunk(frame_id, observation,
-                                self.chunk_actions(table, self.cache, frame_id, observation,
-                                                   began), start, began)
-        while (request := self.scheduler.next_waiting()) is not None:
-            self.answer_alone(request, table, self.cache, frame_id, prefix)
-        self.cache.free(table)
+        try:   # the frame's prefix goes back even when the model raises
+            chunk = self.emit_chunk(frame_id, observation,
+                                    self.chunk_actions(table, self.cache, frame_id, observation,
+                                                       began), start, began)
+            while (request := self.scheduler.next_waiting()) is not None:
+                self.answer_alone(request, table, self.cache, frame_id, prefix)
+        finally:
+            self.cache.free(table)
         return chunk
 
 
@@ -54,15 +56,19 @@ class IsolatedEngine(_SequentialLanguage):
     def run_frame(self, frame_id, observation, prefix, start, began):
         action_cache = self.caches["action"]
         table = self._own_prefill(prefix, action_cache, "action")
-        chunk = self.emit_chunk(frame_id, observation,
-                                self.chunk_actions(table, action_cache, frame_id, observation,
-                                                   began), start, began)
-        action_cache.free(table)
+        try:   # each private prefix goes back even when the model raises
+            chunk = self.emit_chunk(frame_id, observation,
+                                    self.chunk_actions(table, action_cache, frame_id,
+                                                       observation, began), start, began)
+        finally:
+            action_cache.free(table)
         while (request := self.scheduler.next_waiting()) is not None:
             cache = self.caches[request.kind]
             table = self._own_prefill(prefix, cache, request.kind)
-            self.answer_alone(request, table, cache, frame_id, prefix)
-            cache.free(table)
+            try:
+                self.answer_alone(request, table, cache, frame_id, prefix)
+            finally:
+                cache.free(table)
         return chunk
 
     def _own_prefill(self, prefix, cache, owner):

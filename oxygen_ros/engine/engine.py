@@ -1,11 +1,15 @@
 """EngineCore: what every serving mode shares — tasks, request intake and limits, prefix
 building, the frame clock, emitting chunks and text. The modes (oxygen.py, baselines.py)
-differ only in how one control frame's work is laid out over the KV cache."""
+differ only in how one control frame's work is laid out over the KV cache.
 
+A frame whose work raises (the model throws) ends every open language request at once with
+finish_reason engine_error and frees its pages, then re-raises: the caller reports it."""
+
+import contextlib
 import itertools
 import queue
 from collections import Counter
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.cache.page_table import PageTable
@@ -41,7 +45,8 @@ class EngineCore:
 
     def __init__(self, model: Pi05Model, config: EngineConfig, *, clock=None, tokenizer=None,
                  normalization: Optional[Normalization] = None, on_chunk: Callback = None,
-                 on_text: Callback = None, on_memory: Callback = None):
+                 on_text: Callback = None, on_memory: Callback = None,
+                 dialogue_ids: Optional[Iterator[int]] = None):
         self.model, self.config = model, config
         self.normalization = normalization or Normalization()
         self.clock = clock or MonotonicClock()
@@ -57,7 +62,9 @@ class EngineCore:
         self.counters = Counter()
         self.frames = 0
         self.next_frame_at: Optional[float] = None   # engine clock; None before any frame
-        self._dialogue_ids = itertools.count(1)      # the ids clients see, in arrival order
+        # the ids clients see, in arrival order; a caller that outlives engines passes its own
+        self._dialogue_ids = dialogue_ids or itertools.count(1)
+        self.last_error = ""                          # the newest failed frame's error
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.max_prefix_tokens = (len(config.camera_names) * model.config.image_tokens_per_camera
                                   + model.config.max_prompt_tokens)
@@ -143,7 +150,8 @@ class EngineCore:
             self.scheduler.submit(memory)
         prefix = self.build_prefix(observation)
         before = Counter(self.counters)
-        chunk = self.run_frame(frame_id, observation, prefix, start, began)
+        with self.failing_ends_requests():
+            chunk = self.run_frame(frame_id, observation, prefix, start, began)
         self.counters["frames"] += 1
         self.next_frame_at = self.timing.next_start(start)
         return FrameReport(
@@ -152,6 +160,20 @@ class EngineCore:
             preempted=self.counters["preemptions"] - before["preemptions"],
             active_requests=len(self.scheduler.running), pages_in_use=self.pages_in_use(),
             next_frame_at=self.next_frame_at)
+
+    @contextlib.contextmanager
+    def failing_ends_requests(self):
+        """Work that raises ends every open language request with engine_error (their state
+        is unknown, and a failure that repeats would hold them until request_timeout_s)."""
+        try:
+            yield
+        except Exception as error:
+            self.counters["failed_frames"] += 1
+            self.last_error = f"{type(error).__name__}: {error}"
+            for request in (*self.scheduler.running, *self.scheduler.waiting):
+                self.counters["failed_requests"] += 1
+                self._finish(request, "engine_error")
+            raise
 
     def run_frame(self, frame_id: int, observation: Observation, prefix: Prefix,
                   start: float, began: float) -> ActionChunk:

@@ -81,8 +81,12 @@ class OxygenEngine(SharedCacheEngine):
         # the previous prefix stays indexed: unchanged pages are found again, not recomputed
         self.release_newest()
         table = self.prefill_for_actions(prefix)
-        actions = self.chunk_actions(table, self.cache, frame_id, observation, began)
-        chunk = self.emit_chunk(frame_id, observation, actions, start, began)
+        try:
+            actions = self.chunk_actions(table, self.cache, frame_id, observation, began)
+            chunk = self.emit_chunk(frame_id, observation, actions, start, began)
+        except Exception:
+            self.cache.free(table)    # not yet the newest prefix: nobody else frees it
+            raise
         self.newest = (table, prefix, frame_id)
         actions_done = self.clock.now()
         self.language(self.timing.language_until(start, actions_done))
@@ -104,7 +108,8 @@ class OxygenEngine(SharedCacheEngine):
             period = self.config.frame_period_s
             until = self.clock.now() + period if period else math.inf
         before = self.counters["tokens"]
-        self.language(until)
+        with self.failing_ends_requests():
+            self.language(until)
         return self.counters["tokens"] - before
 
     def has_language_work(self) -> bool:

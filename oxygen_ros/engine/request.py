@@ -36,7 +36,7 @@ class LanguageRequest:
     preemptions: int = 0
     truncated: bool = False             # the request text was cut to fit
     fed: int = 0                        # tokens of to_feed() already in the table
-    finish_reason: str = ""             # eos, length, timeout, queue_full, cancelled
+    finish_reason: str = ""             # eos, length, timeout, queue_full, cancelled, engine_error
 
     @property
     def next_token(self) -> int:

@@ -1,30 +1,57 @@
 """DialogueRouter: dialogue between ROS clients and the engine, each answer to the client
 that asked. Two ways in:
 
-- the String request topic: request ids 1, 2, 3, ... in arrival order, of its own (action
-  goals do not use them up); the answer streams as DialogueChunk messages with that id;
+- the String request topic: request ids 1, 2, 3, ... in arrival order over the node's
+  lifetime (a reconfigure goes on counting), of its own (action goals do not use them up);
+  the answer streams as DialogueChunk messages with that id;
 - the Ask action: feedback carries the text as it decodes, the result the whole answer and
   its finish reason; cancelling ends the answer at once and frees its KV pages.
 
-The queue is bounded by max_pending_requests: an action goal beyond it is rejected, a
-topic request ends at once with finish_reason queue_full; both are counted
-(rejected_goals, rejected_requests). An accepted goal holds its place from acceptance
-until its execution submits it, so goals accepted at once never outnumber the places.
+Capacity: the engine holds max_pending_requests dialogue requests (waiting or running). An
+action goal beyond it is rejected, a topic request ends at once with finish_reason
+queue_full; both are counted (rejected_goals, rejected_requests). An accepted goal holds its
+place from acceptance until its execution submits it, so goals accepted at once never
+outnumber the places. The action's goal, cancel and result services and its feedback queue
+hold ask_queue_depth(max_pending_requests) messages each, so that many clients asking at
+once are all answered (accepted or rejected); the request topic holds 1000.
+
+Shutdown: wind_down() ends every open goal with finish_reason shutdown (aborted) and
+rejects new ones; the node keeps spinning until winding_down() is False so the results
+reach their clients before the executor stops.
 """
 
 import itertools
 import threading
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterator, Optional
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
 from oxygen_ros.action import Ask
 from oxygen_ros.ros import conversions
 
 MAX_REQUEST_CHARS = 4096   # longer request text is cut before tokenization (and counted)
+ASK_QUEUE_FACTOR, ASK_QUEUE_MIN, ASK_QUEUE_MAX = 4, 10, 4096
+
+
+def ask_queue_depth(max_pending_requests: int) -> int:
+    """Messages each Ask service and the feedback queue hold: the accepted goals plus room
+    for three times as many to be answered with a rejection, within DDS-friendly bounds."""
+    return min(ASK_QUEUE_MAX, max(ASK_QUEUE_MIN, ASK_QUEUE_FACTOR * max_pending_requests))
+
+
+def ask_qos(max_pending_requests: int) -> dict:
+    """ActionServer keyword arguments: reliable queues ask_queue_depth deep (rclpy's service
+    default is 10: 50 clients asking at once left 39 with no answer at all)."""
+    profile = QoSProfile(history=HistoryPolicy.KEEP_LAST,
+                         depth=ask_queue_depth(max_pending_requests),
+                         reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.VOLATILE)
+    return dict(goal_service_qos_profile=profile, result_service_qos_profile=profile,
+                cancel_service_qos_profile=profile, feedback_pub_qos_profile=profile)
 
 
 @dataclass
@@ -37,20 +64,54 @@ class _Goal:
 
 
 class DialogueRouter:
-    def __init__(self, node, engine, action_name: str, publisher, counters, bad_input):
+    def __init__(self, node, engine, action_name: str, publisher, counters, bad_input,
+                 topic_ids: Optional[Iterator[int]] = None, server=None):
         self.node, self.engine = node, engine
         self.publisher, self.counters, self.bad_input = publisher, counters, bad_input
         self._lock = threading.Lock()
-        self._topic_ids = itertools.count(1)
+        self._topic_ids = topic_ids or itertools.count(1)
         self._routes: dict[int, object] = {}   # engine request id -> topic id (int) or _Goal
         self._held = 0                         # goals accepted, not yet submitted
-        self.server = ActionServer(
-            node, Ask, action_name, execute_callback=self._execute,
-            goal_callback=self._on_goal, cancel_callback=self._on_cancel,
-            callback_group=ReentrantCallbackGroup())
+        self._executing = 0                    # execute callbacks not yet returned
+        self._closing = False
+        self.server = self._bind(server, (action_name, engine.config.max_pending_requests))
+
+    def _bind(self, server, key: tuple):
+        """The Ask server of an earlier configure, its callbacks now ours, if its name and
+        depth still fit; else a new one. Reused because rclpy 9 cannot destroy an action
+        server safely while the executor waits (the node died with 'action server pointer
+        is invalid' in one of a few lifecycle cleanups) and each new one costs memory."""
+        if server is not None and server.oxygen_key == key:
+            server.register_goal_callback(self._on_goal)
+            server.register_cancel_callback(self._on_cancel)
+            server.register_execute_callback(self._execute)
+            return server
+        if server is not None:
+            server.destroy()
+        server = ActionServer(self.node, Ask, key[0], execute_callback=self._execute,
+                              goal_callback=self._on_goal, cancel_callback=self._on_cancel,
+                              callback_group=ReentrantCallbackGroup(), **ask_qos(key[1]))
+        server.oxygen_key = key
+        return server
 
     def destroy(self) -> None:
-        self.server.destroy()
+        """The engine is going away: open goals end, new ones are rejected until the next
+        router takes the server over (the node destroys it last)."""
+        self.wind_down()
+        self.node = self.engine = self.publisher = None   # no cycle keeps them alive
+
+    def wind_down(self) -> int:
+        """Shutting down: new goals are rejected, open ones end (finish_reason shutdown);
+        how many ended (counting those accepted but not yet executing)."""
+        with self._lock:
+            self._closing = True
+            held = self._held
+        return self.abandon_all() + held
+
+    def winding_down(self) -> bool:
+        """Some goal's result is not yet handed to the action server."""
+        with self._lock:
+            return self._executing > 0
 
     # -- in ----------------------------------------------------------------------------
     def _cut(self, text: str) -> Optional[str]:
@@ -76,8 +137,8 @@ class DialogueRouter:
 
     def _on_goal(self, goal) -> GoalResponse:
         with self._lock:
-            if (self.engine.pending_dialogue + self._held
-                    >= self.engine.config.max_pending_requests):
+            if self._closing or (self.engine.pending_dialogue + self._held
+                                 >= self.engine.config.max_pending_requests):
                 self.counters["rejected_goals"] += 1
                 return GoalResponse.REJECT
             if goal.question.strip():
@@ -90,7 +151,7 @@ class DialogueRouter:
         with self._lock:
             request_id = next((i for i, route in self._routes.items()
                                if isinstance(route, _Goal) and route.handle is goal_handle), None)
-        if request_id is not None:
+        if request_id is not None and not self._closing:
             self.engine.cancel_dialogue(request_id)
             self.node.wake_engine()
         return CancelResponse.ACCEPT
@@ -99,12 +160,26 @@ class DialogueRouter:
         goal = _Goal(goal_handle, Future())
         question = self._cut(goal_handle.request.question) or " "
         with self._lock:
-            request_id = self.engine.submit_dialogue(question,
-                                                     goal_handle.request.max_tokens or None)
-            self._routes[request_id] = goal
             self._held -= 1
-        self.counters["dialogue_requests"] += 1
-        self.node.wake_engine()
+            self._executing += 1
+            if self._closing:   # accepted just before the shutdown began
+                request_id = 0
+                self.counters["dialogue_shutdown"] += 1
+                goal.done.set_result("shutdown")
+            else:
+                request_id = self.engine.submit_dialogue(
+                    question, goal_handle.request.max_tokens or None)
+                self._routes[request_id] = goal
+                self.counters["dialogue_requests"] += 1
+                self.node.wake_engine()
+        try:
+            return await self._answer(goal, request_id)
+        finally:
+            with self._lock:
+                self._executing -= 1
+
+    async def _answer(self, goal: _Goal, request_id: int):
+        goal_handle = goal.handle
         reason = await goal.done
         try:
             if reason == "cancelled" and goal_handle.is_cancel_requested:
@@ -139,10 +214,14 @@ class DialogueRouter:
         elif route is not None:
             self.publisher.publish(conversions.dialogue_msg(chunk, stamp, request_id=route))
 
-    def abandon_all(self) -> None:
-        """The engine is going away: every open goal ends (aborted, finish_reason shutdown)."""
+    def abandon_all(self) -> int:
+        """The engine is going away: every open goal ends (aborted, finish_reason shutdown);
+        how many did."""
         with self._lock:
             goals = [r for r in self._routes.values() if isinstance(r, _Goal)]
             self._routes.clear()
         for goal in goals:
-            goal.done.set_result("shutdown")
+            if not goal.done.done():
+                self.counters["dialogue_shutdown"] += 1
+                goal.done.set_result("shutdown")
+        return len(goals)

@@ -13,20 +13,46 @@ BAD_INPUTS = {"future_stamp", "stale_stamp", "malformed_observation", "unknown_c
 
 class Health:
     """Level ("OK", "WARN" or "ERROR") and message per diagnostics period; a problem
-    (deadline miss, engine error, bad input) warns in the period it was counted in."""
+    (deadline miss, bad input) warns in the period it was counted in, a failed engine frame
+    (the model raised) is an ERROR with its error text in that period."""
 
     def __init__(self):
         self._reported_problems = 0
+        self.failed_frames = 0
+        self.last_error = ""
+        self._reported_failures = 0
+        self._meets_targets: Optional[bool] = None
+
+    def frame_failed(self, error: BaseException) -> None:
+        """The engine thread's frame raised (its requests ended with engine_error)."""
+        self.failed_frames += 1
+        self.last_error = f"{type(error).__name__}: {error}"
+
+    def capacity_notice(self, capacity) -> Optional[tuple[str, str]]:
+        """(log level, text) saying what this machine can deliver: the first time it is
+        known, then only when it changes."""
+        if capacity is None or capacity.meets_targets == self._meets_targets:
+            return None
+        self._meets_targets = capacity.meets_targets
+        if capacity.meets_targets:
+            return "info", f"real-time: {capacity.describe()}"
+        return "warning", f"real-time targets cannot be met: {capacity.describe()}"
+
+    def values(self) -> dict:
+        return {"failed_frames": self.failed_frames, "last_engine_error": self.last_error}
 
     def verdict(self, *, engine_running: bool, active: bool, stale: bool,
                 targets_missed: Optional[str], deadline_misses: int,
                 counters: Mapping[str, int]) -> tuple[str, str]:
         """targets_missed: what the machine can deliver when it cannot meet the targets."""
-        problems = (deadline_misses + counters.get("engine_errors", 0)
-                    + sum(n for k, n in counters.items() if k in BAD_INPUTS))
+        problems = deadline_misses + sum(n for k, n in counters.items() if k in BAD_INPUTS)
         new_problems, self._reported_problems = problems - self._reported_problems, problems
+        failures, self._reported_failures = (self.failed_frames - self._reported_failures,
+                                             self.failed_frames)
         if not engine_running:
             return "ERROR", "engine thread stopped"
+        if failures:
+            return "ERROR", f"{failures} engine frames failed: {self.last_error}"
         if not active:
             return "OK", "inactive: no commands"
         if stale:

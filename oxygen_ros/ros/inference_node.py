@@ -13,12 +13,12 @@ the control timer (own callback group) publishes per-step commands from the newe
 which the engine thread hands over by swapping one immutable reference (ActionStream) —
 the timer never waits for inference.
 
-Clocks: the engine schedules on its own monotonic clock; an observation's ROS stamp is
-carried over to it as the same age at receipt, so the plan deadline holds whether the
-node runs on wall or simulated time.
+Clocks: the engine schedules on its own monotonic clock; an observation's ROS stamp becomes
+the same age at receipt, so the plan deadline holds on wall or simulated time.
 """
 
 import dataclasses
+import itertools
 import sys
 import threading
 import time
@@ -34,6 +34,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_ros.engine.action_stream import ActionStream
 from oxygen_ros.engine.frame_loop import FrameLoop
+from oxygen_ros.engine.memory_release import return_freed_memory
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.engine.threads import apply_torch_threads
 from oxygen_ros.model.loading import load_model
@@ -43,25 +44,30 @@ from oxygen_ros.ros.command_gate import CommandGate
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.dialogue_router import DialogueRouter
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
+from oxygen_ros.ros.node_entities import destroy_entities
 from oxygen_ros.ros.node_parameters import InferenceParameters, inference_config, inference_specs
 from oxygen_ros.ros.run_node import run_node
 
 FRAME_STAMPS_KEPT = 4096   # frames whose observation stamps answers can still cite
+CONFIGURED = ("inference is configured and reads its parameters at configure: deactivate "
+              "and cleanup, set the parameter, then configure")
 
 
 class InferenceNode(LifecycleNode):
     def __init__(self, **kwargs):
         super().__init__("inference", **kwargs)
-        ros_parameters.declare(self, inference_specs(), " (set while unconfigured; read at "
-                                                        "configure)")
+        ros_parameters.declare(self, inference_specs(), " (set while unconfigured; read at configure)")
         ros_parameters.refuse_bad_values(self, inference_specs(), inference_config,
-                                         self._parameters_frozen)
+                                         lambda: None if self.engine is None else CONFIGURED)
         self.counters: Counter = Counter()
         self.problems = diagnostics.BurstLogger(self.get_logger())
         self.engine: Optional[OxygenEngine] = None
         self.configure_error: Optional[Exception] = None
         self._active = False
         self._entities: list = []                     # publishers, subscriptions, timers
+        # request ids over the node's lifetime: a reconfigure goes on counting
+        self._topic_ids, self._engine_ids = itertools.count(1), itertools.count(1)
+        self._ask_server = None                       # kept over reconfigures: see DialogueRouter
         if self.get_parameter("autostart").value:
             if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
                 raise self.configure_error or RuntimeError("inference: configure failed")
@@ -94,15 +100,7 @@ class InferenceNode(LifecycleNode):
         self._teardown()
         return TransitionCallbackReturn.SUCCESS
 
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._teardown()
-        return TransitionCallbackReturn.SUCCESS
-
-    def _parameters_frozen(self) -> Optional[str]:
-        if self.engine is None:
-            return None
-        return ("inference is configured and reads its parameters at configure: "
-                "deactivate and cleanup, set the parameter, then configure")
+    on_shutdown = on_cleanup
 
     def _configure(self) -> None:
         params, config = inference_config(ros_parameters.values(self, inference_specs()))
@@ -121,7 +119,7 @@ class InferenceNode(LifecycleNode):
         self.engine = OxygenEngine(
             self.model.model, config, tokenizer=self.model.tokenizer,
             normalization=self.model.normalization, on_chunk=self._on_chunk,
-            on_text=self._on_text, on_memory=self._on_memory)
+            on_text=self._on_text, on_memory=self._on_memory, dialogue_ids=self._engine_ids)
         # RTC chunks continue the plan they replace, so only the cross-fade fades
         self.stream = ActionStream(config.blend_s if config.chunk_switch == "crossfade" else 0.0)
         self._reset_state()
@@ -130,10 +128,8 @@ class InferenceNode(LifecycleNode):
         self._thread = threading.Thread(target=self._engine_loop, name="oxygen-engine",
                                         args=(self.engine, self._stop), daemon=True)
         self._thread.start()
-        self.get_logger().info(
-            f"model {self.model.description}; {config.num_pages} KV pages; "
-            f"{self.torch_threads} torch threads")
-        self._meets_targets = None
+        self.get_logger().info(f"model {self.model.description}; {config.num_pages} KV pages; "
+                               f"{self.torch_threads} torch threads")
         self._report_capacity()
 
     def _load_model(self, params: InferenceParameters, seed: int) -> None:
@@ -172,7 +168,9 @@ class InferenceNode(LifecycleNode):
         self.memory_pub = publisher(MemorySummary, params.memory_topic, qos.RELIABLE)
         self.diagnostics_pub = publisher(DiagnosticArray, "/diagnostics", qos.RELIABLE)
         self.dialogue = DialogueRouter(self, self.engine, params.ask_action, self.dialogue_pub,
-                                       self.counters, self._bad_input)
+                                       self.counters, self._bad_input, self._topic_ids,
+                                       self._ask_server)
+        self._ask_server = self.dialogue.server
         self._entities = [
             self.command_pub, self.chunk_pub, self.trajectory_pub, self.dialogue_pub,
             self.memory_pub, self.diagnostics_pub,
@@ -200,32 +198,25 @@ class InferenceNode(LifecycleNode):
                                           "stops when the frame ends")
             self._thread = None
         if getattr(self, "dialogue", None) is not None:
-            self.dialogue.abandon_all()
             self.dialogue.destroy()
             self.dialogue = None
-        for entity in self._entities:
-            kind = type(entity).__name__
-            destroy = {"Publisher": self.destroy_publisher,
-                       "Subscription": self.destroy_subscription,
-                       "Timer": self.destroy_timer}.get(kind)
-            if destroy is not None:
-                destroy(entity)
-        self._entities = []
+        destroy_entities(self, self._entities)   # and empties the list
         self.engine = self.model = None
+        return_freed_memory()   # else reconfigures grow the process (memory_release.py)
 
     def wake_engine(self) -> None:
         self._wake.set()
 
+    def wind_down(self) -> int:   # a stop signal: see run_node and DialogueRouter
+        return self.dialogue.wind_down() if getattr(self, "dialogue", None) else 0
+
+    def winding_down(self) -> bool:
+        return getattr(self, "dialogue", None) is not None and self.dialogue.winding_down()
+
     def _report_capacity(self) -> None:
-        """Say once what this machine can deliver (and again only when that changes)."""
-        capacity = self.engine.timing.capacity()
-        if capacity is None or capacity.meets_targets == self._meets_targets:
-            return
-        self._meets_targets = capacity.meets_targets
-        if capacity.meets_targets:
-            self.get_logger().info(f"real-time: {capacity.describe()}")
-        else:
-            self.get_logger().warning(f"real-time targets cannot be met: {capacity.describe()}")
+        notice = self.health.capacity_notice(self.engine.timing.capacity())
+        if notice is not None:
+            getattr(self.get_logger(), notice[0])(notice[1])
 
     # -- inputs -------------------------------------------------------------------------
     def _bad_input(self, kind: str, detail: str) -> None:
@@ -284,6 +275,7 @@ class InferenceNode(LifecycleNode):
                 if not self.context.ok():
                     break  # shutting down: publishers are gone
                 self.counters["engine_errors"] += 1
+                self.health.frame_failed(error)   # its requests ended with engine_error
                 self.get_logger().error(f"engine frame failed: {error!r}",
                                         throttle_duration_sec=5.0)
                 pause = engine.config.frame_period_s
@@ -376,7 +368,7 @@ class InferenceNode(LifecycleNode):
             "lifecycle": "active" if self._active else "inactive",
             "cancelled_requests": engine.counters["cancelled_requests"],
             "watchdog": "stale" if self.gate.stale else "ok",
-        } | self.real_time_report() \
+        } | self.real_time_report() | self.health.values() \
           | {f"kv_bytes_{owner}": n for owner, n in engine.cache.pool.bytes_by_owner().items()} \
           | dict(self.counters)
         self._report_capacity()
@@ -393,6 +385,8 @@ class InferenceNode(LifecycleNode):
 
     def destroy_node(self) -> None:
         self._teardown()
+        if self._ask_server is not None:
+            self._ask_server.destroy()
         super().destroy_node()
 
 

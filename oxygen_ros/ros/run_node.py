@@ -4,7 +4,11 @@ rclpy's own signal handlers are off: a shell's Ctrl-C reaches every process of t
 and `ros2 launch` forwards its own SIGINT too, so a node may be signalled twice, even
 while it is being destroyed. Here any number of SIGINT/SIGTERM only set a flag; the main
 thread then stops spinning, destroys the nodes (joining the engine thread before the
-interpreter goes away) and returns 0 — no traceback, no abort."""
+interpreter goes away) and returns 0 — no traceback, no abort.
+
+Before the executor stops, a node with wind_down()/winding_down() (the inference node: its
+open Ask goals end with finish_reason shutdown) is spun until it has answered what it
+still owes, at most WIND_DOWN_S."""
 
 import signal
 import sys
@@ -15,6 +19,9 @@ from typing import Callable, Optional, Sequence
 import rclpy
 from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
+
+WIND_DOWN_S = 1.0      # at most this long answering open requests after a stop signal
+FLUSH_S = 0.2          # then this long for the executor to send what they handed over
 
 
 def install_stop_signals() -> threading.Event:
@@ -48,6 +55,20 @@ def spin_until(executor: Executor, stop: threading.Event, duration: float = 0.0,
                 return
 
 
+def wind_down(executor: Executor, nodes: Sequence[object]) -> None:
+    """Let nodes end open requests (wind_down(): how many it ended) and spin until they
+    have answered them (winding_down() False) or WIND_DOWN_S passes, then FLUSH_S more:
+    the action server sends a result from a task it starts after the execute callback."""
+    owing = [node for node in nodes if hasattr(node, "wind_down")]
+    ended = sum(node.wind_down() for node in owing)
+    deadline = time.monotonic() + WIND_DOWN_S
+    while any(node.winding_down() for node in owing) and time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.02)
+    flush_until = time.monotonic() + (FLUSH_S if ended else 0.0)
+    while time.monotonic() < flush_until:
+        executor.spin_once(timeout_sec=0.02)
+
+
 def run_nodes(factories: Sequence[Callable[[], object]], args=None,
               make_executor: Optional[Callable[[], Executor]] = None,
               duration: float = 0.0) -> int:
@@ -72,6 +93,7 @@ def run_nodes(factories: Sequence[Callable[[], object]], args=None,
         executor.add_node(node)
     try:
         spin_until(executor, stop, duration)
+        wind_down(executor, nodes)
     finally:
         ignore_stop_signals()
         executor.shutdown(timeout_sec=2.0)

@@ -26,12 +26,25 @@ def test_states_in_order_of_precedence():
 
 def test_new_problems_warn_once_then_ok():
     health = Health()
-    assert verdict(health, {"bad_image": 2, "engine_errors": 1}, deadline_misses=1) == (
-        "WARN", "4 deadline misses or bad inputs")
-    assert verdict(health, {"bad_image": 2, "engine_errors": 1}, deadline_misses=1) == (
-        "OK", "ok")
-    assert verdict(health, {"bad_image": 3, "engine_errors": 1}, deadline_misses=1) == (
+    assert verdict(health, {"bad_image": 2}, deadline_misses=1) == (
+        "WARN", "3 deadline misses or bad inputs")
+    assert verdict(health, {"bad_image": 2}, deadline_misses=1) == ("OK", "ok")
+    assert verdict(health, {"bad_image": 3}, deadline_misses=1) == (
         "WARN", "1 deadline misses or bad inputs")
+
+
+def test_failed_frames_are_an_error_with_the_error_text_in_the_period_they_failed_in():
+    health = Health()
+    for _ in range(3):
+        health.frame_failed(RuntimeError("probability tensor contains nan"))
+    expected = ("ERROR", "3 engine frames failed: RuntimeError: probability tensor contains nan")
+    assert verdict(health, active=False) == expected          # inactive does not hide it
+    assert health.values() == {"failed_frames": 3,
+                               "last_engine_error": "RuntimeError: probability tensor contains nan"}
+    assert verdict(health) == ("OK", "ok")                    # the failures stopped
+    health.frame_failed(ValueError("x"))
+    assert verdict(health, {"bad_image": 1}, stale=True) == (
+        "ERROR", "1 engine frames failed: ValueError: x")
 
 
 def test_counters_that_are_not_problems_do_not_warn():

@@ -1,0 +1,123 @@
+"""Every dialogue request path has a stated capacity and answers every request inside it
+(real rclpy, separate processes): more Ask clients at once than max_pending_requests are
+each accepted or rejected, the accepted all finish, and the counters add up; a goal still
+decoding at Ctrl-C gets its result (finish_reason shutdown) before the process exits;
+request ids go on counting across a cleanup and configure."""
+
+import os
+import signal
+
+from graph_helpers import Probe
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
+from rclpy.action import ActionClient
+from std_msgs.msg import String
+from test_lifecycle_and_ask import call, start_graph
+
+from oxygen_ros.action import Ask
+
+LIMIT = 8
+
+
+def test_more_goals_at_once_than_the_limit_are_all_answered_and_counted(
+        processes, tmp_path, rclpy_context):
+    _, node, _ = start_graph(processes, tmp_path, max_pending_requests=LIMIT,
+                             stop_at_eos=False)
+    probe = Probe(rclpy_context)
+    clients = [ActionClient(probe.node, Ask, "/oxygen/ask") for _ in range(3 * LIMIT)]
+    try:
+        assert all(c.wait_for_server(timeout_sec=60.0) for c in clients), \
+            "".join(node.lines)[-2000:]
+        assert probe.spin(60.0, until=lambda: len(probe.chunks) >= 3)
+        sent = [c.send_goal_async(Ask.Goal(question=f"question {i}", max_tokens=40))
+                for i, c in enumerate(clients)]
+        assert probe.spin(60.0, until=lambda: all(g.done() for g in sent)), \
+            f"{sum(not g.done() for g in sent)} of {len(sent)} goals never answered"
+        handles = [g.result() for g in sent if g.result().accepted]
+        rejected = len(sent) - len(handles)
+        assert LIMIT <= len(handles) < len(sent) and rejected > 0, len(handles)
+        results = [h.get_result_async() for h in handles]
+        assert probe.spin(120.0, until=lambda: all(r.done() for r in results)), \
+            f"{sum(not r.done() for r in results)} accepted goals never finished"
+        reasons = [r.result().result.finish_reason for r in results]
+        assert reasons == ["length"] * len(handles), reasons
+        assert all(len(r.result().result.answer) > 0 for r in results)
+
+        def counted():
+            return (probe.counter("inference", "rejected_goals"),
+                    probe.counter("inference", "dialogue_requests"),
+                    probe.counter("inference", "dialogue_length"))
+        expected = (rejected, len(handles), len(handles))
+        assert probe.spin(10.0, until=lambda: counted() == expected), (counted(), expected)
+        assert sum(expected[:2]) == len(sent)
+    finally:
+        for client in clients:
+            client.destroy()
+        probe.close()
+
+
+def test_a_goal_decoding_at_ctrl_c_gets_its_result_with_finish_reason_shutdown(
+        processes, tmp_path, rclpy_context):
+    _, node, _ = start_graph(processes, tmp_path, stop_at_eos=False)
+    probe = Probe(rclpy_context)
+    client = ActionClient(probe.node, Ask, "/oxygen/ask")
+    try:
+        assert client.wait_for_server(timeout_sec=60.0), "".join(node.lines)[-2000:]
+        assert probe.spin(60.0, until=lambda: len(probe.chunks) >= 3)
+        feedback = []
+        sent = client.send_goal_async(Ask.Goal(question="tell me a long story", max_tokens=5000),
+                                      feedback_callback=feedback.append)
+        assert probe.spin(60.0, until=sent.done) and sent.result().accepted
+        result = sent.result().get_result_async()
+        assert probe.spin(60.0, until=lambda: len(feedback) >= 3)
+        os.killpg(node.pid, signal.SIGINT)          # Ctrl-C
+        assert probe.spin(60.0, until=result.done), "".join(node.lines)[-2000:]
+        answer = result.result().result
+        assert answer.finish_reason == "shutdown" and result.result().status == 6  # ABORTED
+        assert answer.answer.startswith("".join(f.feedback.text for f in feedback[:3]))
+        output = processes.finish(node, timeout=30)
+        assert node.returncode == 0 and "Traceback" not in output, output[-2000:]
+    finally:
+        client.destroy()
+        probe.close()
+
+
+def test_request_ids_go_on_counting_across_cleanup_and_configure(
+        processes, tmp_path, rclpy_context):
+    _, node, _ = start_graph(processes, tmp_path, autostart=False, stop_at_eos=False)
+    probe = Probe(rclpy_context)
+    change = probe.node.create_client(ChangeState, "/inference/change_state")
+    client = ActionClient(probe.node, Ask, "/oxygen/ask")
+
+    def transition(transition_id):
+        assert call(probe, change, ChangeState.Request(
+            transition=Transition(id=transition_id)), node, timeout=60.0).success
+
+    def ask_both():
+        """A topic request and a goal: (topic request id, goal request id)."""
+        finals = len([m for m in probe.dialogue if m.final])
+        probe.requests.publish(String(data="what do you see?"))
+        assert probe.spin(60.0, until=lambda: len([m for m in probe.dialogue if m.final])
+                          > finals)
+        topic_id = [m for m in probe.dialogue if m.final][-1].request_id
+        assert client.wait_for_server(timeout_sec=60.0)
+        sent = client.send_goal_async(Ask.Goal(question="and now?"))
+        assert probe.spin(60.0, until=sent.done) and sent.result().accepted
+        result = sent.result().get_result_async()
+        assert probe.spin(60.0, until=result.done)
+        return topic_id, result.result().result.request_id
+
+    try:
+        ids = []
+        for _ in range(2):
+            transition(Transition.TRANSITION_CONFIGURE)
+            assert probe.spin(60.0, until=lambda: len(probe.chunks) >= 3)
+            ids.append(ask_both())
+            transition(Transition.TRANSITION_CLEANUP)
+            probe.chunks.clear()
+        assert [topic for topic, _ in ids] == [1, 2]
+        goal_ids = [goal for _, goal in ids]
+        assert goal_ids[1] > goal_ids[0], goal_ids
+    finally:
+        client.destroy()
+        probe.close()
