@@ -49,6 +49,7 @@ from oxygen_ros.ros.node_parameters import InferenceParameters, inference_config
 from oxygen_ros.ros.run_node import run_node
 
 FRAME_STAMPS_KEPT = 4096   # frames whose observation stamps answers can still cite
+SET_WHEN = " (set while unconfigured; read at configure)"
 CONFIGURED = ("inference is configured and reads its parameters at configure: deactivate "
               "and cleanup, set the parameter, then configure")
 
@@ -56,7 +57,7 @@ CONFIGURED = ("inference is configured and reads its parameters at configure: de
 class InferenceNode(LifecycleNode):
     def __init__(self, **kwargs):
         super().__init__("inference", **kwargs)
-        ros_parameters.declare(self, inference_specs(), " (set while unconfigured; read at configure)")
+        ros_parameters.declare(self, inference_specs(), SET_WHEN)
         ros_parameters.refuse_bad_values(self, inference_specs(), inference_config,
                                          lambda: None if self.engine is None else CONFIGURED)
         self.counters: Counter = Counter()
