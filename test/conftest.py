@@ -55,8 +55,13 @@ class Processes:
 
     @staticmethod
     def finish(child, timeout: float) -> str:
-        """Wait for a child to exit; everything it printed."""
-        child.wait(timeout=timeout)
+        """Wait for a child to exit; everything it printed (also in the failure if it does
+        not exit in time)."""
+        try:
+            child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{child.args} still running after {timeout} s; it printed:\n"
+                                 + "".join(child.lines)[-3000:]) from None
         child.drain.join(timeout=5.0)
         return "".join(child.lines)
 
