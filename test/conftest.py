@@ -138,6 +138,15 @@ def spin_until():
 
 # -- model fixtures (plain PyTorch, no ROS) ------------------------------------------------
 
+@pytest.fixture(scope="session", autouse=True)
+def torch_threads_as_the_nodes_use_them():
+    """Torch in the test process takes the nodes' default (all cores but one): with every
+    core in the pool, one busy core elsewhere stalls each parallel region (2 threads beside
+    a busy loop on 2 cores: a small matmul 3x slower than 1 thread)."""
+    from oxygen_ros.engine.threads import apply_torch_threads
+    apply_torch_threads(0)
+
+
 CAMERAS = ("base", "left_wrist", "right_wrist")
 
 
