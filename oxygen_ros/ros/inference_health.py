@@ -1,6 +1,6 @@
 """The inference node's diagnostics: its numbers and its level and message (no ROS)."""
 
-from typing import Iterable, Mapping, Optional
+from typing import Iterable, Mapping, Optional, Sequence
 
 from oxygen_ros.engine.frame_timing import percentile
 
@@ -97,6 +97,12 @@ def real_time_report(engine, counters: Mapping[str, int], frame_starts: Iterable
             "meets_targets": capacity.meets_targets,
         }
     return report
+
+
+def longest_gap(times: Sequence[float], since: float) -> float:
+    """The longest interval between consecutive times that ends after `since` (0 with fewer
+    than two times): how late the control timer ran, as the node itself saw it."""
+    return max((b - a for a, b in zip(times, times[1:]) if b > since), default=0.0)
 
 
 def engine_values(engine) -> dict:

@@ -216,8 +216,11 @@ class InferenceNode(LifecycleNode):
 
     def _report_capacity(self) -> None:
         notice = self.health.capacity_notice(self.engine.timing.capacity())
-        if notice is not None:
-            getattr(self.get_logger(), notice[0])(notice[1])
+        # one call site per severity: rclpy raises when a call site's severity changes
+        if notice is not None and notice[0] == "info":
+            self.get_logger().info(notice[1])
+        elif notice is not None:
+            self.get_logger().warning(notice[1])
 
     # -- inputs -------------------------------------------------------------------------
     def _bad_input(self, kind: str, detail: str) -> None:
@@ -361,8 +364,10 @@ class InferenceNode(LifecycleNode):
         since, tokens_before = self._rates
         engine = self.engine
         self._rates = (now, engine.counters["tokens"])
+        commands = list(self._command_times)   # one copy: the control timer appends meanwhile
         values = {
-            "action_rate_hz": float(sum(t > now - 1.0 for t in self._command_times)),
+            "action_rate_hz": float(sum(t > now - 1.0 for t in commands)),
+            "command_gap_ms_max": inference_health.longest_gap(commands, now - 1.0) * 1e3,
             "tokens_per_s": (engine.counters["tokens"] - tokens_before) / max(now - since, 1e-6),
         } | inference_health.engine_values(engine) | {
             "dry_run": self.dry_run,

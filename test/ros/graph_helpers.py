@@ -63,7 +63,7 @@ class Probe:
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
         self.commands, self.chunks, self.dialogue, self.memory = [], [], [], []
-        self.observations, self.diagnostics = [], {}
+        self.observations, self.diagnostics, self.reports = [], {}, []
         sub = self.node.create_subscription
         sub(Float64MultiArray, "/oxygen/joint_command",
             lambda m: self.commands.append((time.monotonic(), list(m.data))), qos.COMMAND)
@@ -81,6 +81,7 @@ class Probe:
             values = {v.key: v.value for v in status.values}
             self.diagnostics[status.name] = (status.level[0], status.message, values,
                                              time.monotonic())
+            self.reports.append((time.monotonic(), status.name, values))
 
     def spin(self, seconds: float, until=None) -> bool:
         deadline = time.monotonic() + seconds
@@ -93,6 +94,11 @@ class Probe:
     def counter(self, node: str, key: str) -> int:
         entry = self.diagnostics.get(f"oxygen_ros: {node}")
         return int(entry[2].get(key, 0)) if entry else 0
+
+    def reports_of(self, node: str, since: float = 0.0, until: float = float("inf")) -> list:
+        """The values of every report `node` published that arrived between since and until."""
+        return [values for t, name, values in self.reports
+                if name == f"oxygen_ros: {node}" and since < t <= until]
 
     def command_rate(self, window_s: float) -> float:
         times = [t for t, _ in self.commands if t >= self.commands[-1][0] - window_s]

@@ -115,3 +115,24 @@ def test_a_plan_too_short_for_the_blend_is_refused_at_start_with_the_numbers(rcl
                 "--ros-args", "-p", "preset:=tiny", "-p", "joint_names:=['a']",
                 "-p", f"chunk_switch:={switch}", "-p", f"deadline_margin_s:={margin}",
                 "-p", "joint_lower_limits:=[-1.0]", "-p", "joint_upper_limits:=[1.0]"])
+
+
+def test_the_capacity_notice_logs_when_the_machine_slows_down_and_recovers(rclpy_context):
+    # rclpy refuses a second severity from one call site ("Logger severity cannot be changed
+    # between calls"): an info then a warning from one line was an internal error
+    import dataclasses
+    node = InferenceNode(context=rclpy_context, cli_args=[
+        "--ros-args", "-p", "preset:=tiny", "-p", "joint_names:=['a']",
+        "-p", "joint_lower_limits:=[-1.0]", "-p", "joint_upper_limits:=[1.0]",
+        "-p", "action_dt_s:=0.1"])
+    try:
+        capacity = node.engine.timing.capacity()
+        slow = dataclasses.replace(capacity, plan_fed=False)
+        fast = dataclasses.replace(capacity, plan_fed=True, floor_met=True,
+                                   frame_period_s=capacity.target_period_s)
+        for state in (fast, slow, fast, slow):
+            node.engine.timing.capacity = lambda state=state: state
+            node._report_capacity()
+            assert node.health.capacity_notice(state) is None      # this change was logged
+    finally:
+        node.destroy_node()

@@ -3,6 +3,8 @@ warns only in the period it was counted in."""
 
 from collections import Counter
 
+import pytest
+
 from oxygen_ros.ros.inference_health import Health
 
 FINE = dict(engine_running=True, active=True, stale=False, targets_missed=None,
@@ -50,3 +52,12 @@ def test_failed_frames_are_an_error_with_the_error_text_in_the_period_they_faile
 def test_counters_that_are_not_problems_do_not_warn():
     assert verdict(Health(), {"commands": 500, "held_commands": 3, "observations": 9}) == (
         "OK", "ok")
+
+
+def test_longest_gap_counts_intervals_that_end_inside_the_window():
+    from oxygen_ros.ros.inference_health import longest_gap
+    times = [0.0, 0.02, 0.30, 1.02, 1.04, 1.10]
+    assert longest_gap(times, since=1.0) == pytest.approx(0.72)     # 0.30 -> 1.02
+    assert longest_gap(times, since=1.03) == pytest.approx(0.06)
+    assert longest_gap(times, since=2.0) == 0.0
+    assert longest_gap([5.0], since=0.0) == 0.0
