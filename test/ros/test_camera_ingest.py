@@ -5,6 +5,9 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from oxygen_ros.msg import Observation
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -33,12 +36,15 @@ def test_ingest_publishes_synchronized_resized_observations_at_camera_rate(
     received = []
     node.create_subscription(Observation, "/oxygen/observation",
                              lambda msg: received.append((time.monotonic(), msg)), qos.RELIABLE)
-    assert spin_until(executor, lambda: len(received) >= 5, timeout_s=30.0), "no observations"
-    first = len(received)
-    spin_until(executor, lambda: False, timeout_s=2.0)
-    window = received[first - 1:]
-    rate = (len(window) - 1) / (window[-1][0] - window[0][0])
-    assert 16.0 <= rate <= 24.0, (rate, [round(t - window[0][0], 3) for t, _ in window])
+    assert spin_until(executor, lambda: len(received) >= 45, timeout_s=60.0), len(received)
+    # an observation per camera tick, judged by the stamps it carries: the rate this process
+    # receives at also holds its own scheduling (on a loaded core it saw 12 Hz), and frames
+    # travel best effort (Jazzy's Fast DDS lost 13 of 127 ticks of one raw camera topic to
+    # a plain subscriber, beside the same ingest: 6 sets went incomplete)
+    stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for _, m in received[5:]]
+    ticks = np.diff(stamps)
+    assert np.median(ticks) == pytest.approx(1 / 20, abs=0.005), ticks
+    assert len(ticks) / round((stamps[-1] - stamps[0]) * 20) >= 0.8, ticks
 
     msg = received[-1][1]
     assert list(msg.camera_names) == ["base", "left_wrist", "right_wrist"]
