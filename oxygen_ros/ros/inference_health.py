@@ -41,7 +41,7 @@ class Health:
     def values(self) -> dict:
         return {"failed_frames": self.failed_frames, "last_engine_error": self.last_error}
 
-    def verdict(self, *, engine_running: bool, active: bool, stale: bool,
+    def verdict(self, *, engine_running: bool, control_running: bool, active: bool, stale: bool,
                 targets_missed: Optional[str], deadline_misses: int,
                 counters: Mapping[str, int]) -> tuple[str, str]:
         """targets_missed: what the machine can deliver when it cannot meet the targets."""
@@ -51,6 +51,8 @@ class Health:
                                              self.failed_frames)
         if not engine_running:
             return "ERROR", "engine thread stopped"
+        if not control_running:
+            return "ERROR", "control process stopped: no commands"
         if failures:
             return "ERROR", f"{failures} engine frames failed: {self.last_error}"
         if not active:

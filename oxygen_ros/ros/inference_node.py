@@ -9,9 +9,9 @@ configures and activates itself.
 
 Threads: the engine runs control frames on its own thread (FrameLoop: a frame when the
 plan in force needs a successor or the target period has passed, language in between);
-the control timer (own callback group) publishes per-step commands from the newest chunk,
-which the engine thread hands over by swapping one immutable reference (ActionStream) —
-the timer never waits for inference.
+the per-step commands come from the node's control process (control_link.py,
+control_process.py), which the node sends each new chunk and each observation's arrival —
+the commands never wait for inference, the executor or this process's interpreter lock.
 
 Clocks: the engine schedules on its own monotonic clock; an observation's ROS stamp becomes
 the same age at receipt, so the plan deadline holds on wall or simulated time.
@@ -29,18 +29,19 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from std_msgs.msg import Float64MultiArray, String
+from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
-from oxygen_ros.engine.action_stream import ActionStream
 from oxygen_ros.engine.frame_loop import FrameLoop
 from oxygen_ros.engine.memory_release import return_freed_memory
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.engine.threads import apply_torch_threads
 from oxygen_ros.model.loading import load_model
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
-from oxygen_ros.ros import conversions, diagnostics, inference_health, qos, ros_parameters
+from oxygen_ros.ros import control_link, conversions, diagnostics, inference_health, qos
+from oxygen_ros.ros import ros_parameters
 from oxygen_ros.ros.command_gate import CommandGate
+from oxygen_ros.ros.control_link import ControlLink
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.dialogue_router import DialogueRouter
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
@@ -86,14 +87,15 @@ class InferenceNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self.gate.stale, self._active = True, True
+        self._active = True
+        self._control.send(control_link.state_message(True))
         self.get_logger().info(f"active: commands at {1 / self.period:.0f} Hz"
                                f"{' (dry run: not published)' if self.dry_run else ''}")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = False
-        self.stream.clear()
+        self._control.send(control_link.state_message(False))
         self.get_logger().info("inactive: no commands (chunks, dialogue and memory go on)")
         return super().on_deactivate(state)
 
@@ -121,16 +123,26 @@ class InferenceNode(LifecycleNode):
             self.model.model, config, tokenizer=self.model.tokenizer,
             normalization=self.model.normalization, on_chunk=self._on_chunk,
             on_text=self._on_text, on_memory=self._on_memory, dialogue_ids=self._engine_ids)
-        # RTC chunks continue the plan they replace, so only the cross-fade fades
-        self.stream = ActionStream(config.blend_s if config.chunk_switch == "crossfade" else 0.0)
         self._reset_state()
         self._create_entities(params)
         self._stop, self._wake = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._engine_loop, name="oxygen-engine",
                                         args=(self.engine, self._stop), daemon=True)
         self._thread.start()
+        self._control = ControlLink(
+            node_name=self.get_name(), namespace=self.get_namespace(),
+            topic=self.resolve_topic_name(params.command_topic), rate_hz=params.control_rate_hz,
+            priority=params.control_priority, lower=params.joint_lower_limits,
+            upper=params.joint_upper_limits, watchdog_s=self.watchdog_s,
+            hold=params.watchdog_action == "hold", publish=not self.dry_run,
+            # RTC chunks continue the plan they replace, so only the cross-fade fades
+            blend_s=config.blend_s if config.chunk_switch == "crossfade" else 0.0,
+            use_sim_time=self.get_parameter("use_sim_time").value)
+        if self._control.refused:
+            self.get_logger().warning(f"control loop: {self._control.scheduling}")
         self.get_logger().info(f"model {self.model.description}; {config.num_pages} KV pages; "
-                               f"{self.torch_threads} torch threads")
+                               f"{self.torch_threads} torch threads; control loop: "
+                               f"{self._control.scheduling}")
         self._report_capacity()
 
     def _load_model(self, params: InferenceParameters, seed: int) -> None:
@@ -160,9 +172,8 @@ class InferenceNode(LifecycleNode):
         self.health = inference_health.Health()
 
     def _create_entities(self, params: InferenceParameters) -> None:
-        control, inputs, reports = (MutuallyExclusiveCallbackGroup() for _ in range(3))
+        inputs, reports = MutuallyExclusiveCallbackGroup(), MutuallyExclusiveCallbackGroup()
         publisher, subscription = self.create_publisher, self.create_subscription
-        self.command_pub = publisher(Float64MultiArray, params.command_topic, qos.COMMAND)
         self.chunk_pub = publisher(ActionChunk, params.action_chunk_topic, qos.RELIABLE)
         self.trajectory_pub = publisher(JointTrajectory, params.trajectory_topic, qos.RELIABLE)
         self.dialogue_pub = publisher(DialogueChunk, params.dialogue_topic, qos.RELIABLE_DEEP)
@@ -173,7 +184,7 @@ class InferenceNode(LifecycleNode):
                                        self._ask_server)
         self._ask_server = self.dialogue.server
         self._entities = [
-            self.command_pub, self.chunk_pub, self.trajectory_pub, self.dialogue_pub,
+            self.chunk_pub, self.trajectory_pub, self.dialogue_pub,
             self.memory_pub, self.diagnostics_pub,
             subscription(Observation, params.observation_topic,
                          guarded(self, self.on_observation), qos.RELIABLE, callback_group=inputs),
@@ -182,8 +193,6 @@ class InferenceNode(LifecycleNode):
                          callback_group=inputs),
             subscription(String, params.instruction_topic, guarded(self, self.on_instruction),
                          qos.LATCHED, callback_group=inputs),
-            self.create_timer(self.period, guarded(self, self.control_tick),
-                              callback_group=control),
             self.create_timer(params.diagnostics_period_s, guarded(self, self.publish_diagnostics),
                               callback_group=reports)]
 
@@ -198,6 +207,8 @@ class InferenceNode(LifecycleNode):
                 self.get_logger().warning("engine thread still in a frame after 10 s; it "
                                           "stops when the frame ends")
             self._thread = None
+        if getattr(self, "_control", None) is not None:
+            self._control.close()        # a frame still running sends to a closed link
         if getattr(self, "dialogue", None) is not None:
             self.dialogue.destroy()
             self.dialogue = None
@@ -245,7 +256,9 @@ class InferenceNode(LifecycleNode):
         # the same age on the engine's clock: the plan deadline is physical time
         engine_stamp = self.engine.clock.now() - (now - stamp)
         observation = dataclasses.replace(decoded.observation, stamp=engine_stamp)
-        self._latest = (observation, time.monotonic(), stamp)
+        arrival = time.monotonic()
+        self._latest = (observation, arrival, stamp)
+        self._control.send(control_link.observed_message(arrival))
         self.counters["observations"] += 1
         self._wake.set()
 
@@ -306,7 +319,7 @@ class InferenceNode(LifecycleNode):
             return self._bad_input("non_finite_chunk", f"frame {chunk.frame_id} dropped")
         now = self.get_clock().now().nanoseconds * 1e-9
         stamp = self._frame_ros_stamp     # the chunk's observation, in ROS time
-        self.stream.push(actions, stamp, self.action_dt, now)
+        self._control.send(control_link.plan_message(actions, stamp, self.action_dt, now))
         self.chunk_pub.publish(conversions.action_chunk_msg(
             chunk.frame_id, stamp, chunk.actions, self.action_dt, self.joint_names))
         if self._active and not self.dry_run:
@@ -329,30 +342,6 @@ class InferenceNode(LifecycleNode):
         self.memory_pub.publish(conversions.memory_msg(summary, now))
         self.get_logger().debug(f"memory summary of {summary.frames} frames")
 
-    # -- the control timer -----------------------------------------------------------------
-    def control_tick(self) -> None:
-        if not self._active:
-            return
-        age = self._age()
-        tick = self.gate.tick(
-            age, lambda: self.stream.action_at(self.get_clock().now().nanoseconds * 1e-9))
-        if tick.tripped:
-            self.stream.clear()
-            self.get_logger().error(f"no fresh observation for {age or float('inf'):.3f} s: "
-                                    "watchdog stops new actions")
-        if tick.resumed:
-            self.get_logger().info("observations are back: actions resume")
-        if tick.non_finite:
-            self._bad_input("non_finite_command", "command skipped")
-        if tick.command is not None:
-            self._publish_command(tick.command)
-
-    def _publish_command(self, command: np.ndarray) -> None:
-        self._command_times.append(time.monotonic())
-        self.counters["commands"] += 1
-        if self._active and not self.dry_run:
-            self.command_pub.publish(Float64MultiArray(data=command.tolist()))
-
     # -- diagnostics ----------------------------------------------------------------------
     def real_time_report(self) -> dict:
         """The real-time contract in numbers, as /diagnostics and the demo summary give it."""
@@ -364,23 +353,27 @@ class InferenceNode(LifecycleNode):
         since, tokens_before = self._rates
         engine = self.engine
         self._rates = (now, engine.counters["tokens"])
-        commands = list(self._command_times)   # one copy: the control timer appends meanwhile
+        self._command_times.extend(self._control.poll(self.counters))
+        commands = list(self._command_times)
+        until = self._control.reported_at     # the second up to the control process's report
         values = {
-            "action_rate_hz": float(sum(t > now - 1.0 for t in commands)),
-            "command_gap_ms_max": inference_health.longest_gap(commands, now - 1.0) * 1e3,
+            "action_rate_hz": float(sum(until - 1.0 < t <= until for t in commands)),
+            "command_gap_ms_max": inference_health.longest_gap(commands, until - 1.0) * 1e3,
             "tokens_per_s": (engine.counters["tokens"] - tokens_before) / max(now - since, 1e-6),
         } | inference_health.engine_values(engine) | {
             "dry_run": self.dry_run,
             "lifecycle": "active" if self._active else "inactive",
             "cancelled_requests": engine.counters["cancelled_requests"],
-            "watchdog": "stale" if self.gate.stale else "ok",
+            "ask_clients": self.dialogue.clients(),
+            "watchdog": "stale" if self._control.stale else "ok",
         } | self.real_time_report() | self.health.values() \
           | {f"kv_bytes_{owner}": n for owner, n in engine.cache.pool.bytes_by_owner().items()} \
           | dict(self.counters)
         self._report_capacity()
         capacity = engine.timing.capacity()
         level, message = self.health.verdict(
-            engine_running=self._thread.is_alive(), active=self._active, stale=self.gate.stale,
+            engine_running=self._thread.is_alive(), control_running=self._control.running(),
+            active=self._active, stale=self._control.stale,
             targets_missed=(capacity.describe() if capacity is not None
                             and not capacity.meets_targets else None),
             deadline_misses=engine.counters["deadline_misses"], counters=self.counters)

@@ -69,6 +69,10 @@ class InferenceParameters:
     # -- commands and safety
     control_rate_hz: float = parameter(50.0, "per-step command rate (50-70 Hz typical)",
                                        range=(1.0, 1000.0))
+    control_priority: int = parameter(50, "SCHED_FIFO priority of the control loop's thread "
+                                          "(0: the normal scheduler; refused by the OS "
+                                          "without an rtprio limit: a warning, then normal)",
+                                      range=(0, 99))
     dry_run: bool = parameter(True, "compute and report, but publish no commands or "
                                     "trajectories")
     autostart: bool = parameter(True, "configure and activate at start; false: wait for a "

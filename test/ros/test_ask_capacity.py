@@ -15,6 +15,7 @@ from std_msgs.msg import String
 from test_lifecycle_and_ask import call, start_graph
 
 from oxygen_ros.action import Ask
+from oxygen_ros.ros.dialogue_router import ask_client_qos
 
 LIMIT = 8
 
@@ -24,7 +25,8 @@ def test_more_goals_at_once_than_the_limit_are_all_answered_and_counted(
     _, node, _ = start_graph(processes, tmp_path, max_pending_requests=LIMIT,
                              stop_at_eos=False)
     probe = Probe(rclpy_context)
-    clients = [ActionClient(probe.node, Ask, "/oxygen/ask") for _ in range(3 * LIMIT)]
+    clients = [ActionClient(probe.node, Ask, "/oxygen/ask", **ask_client_qos(3 * LIMIT))
+               for _ in range(3 * LIMIT)]
     try:
         assert all(c.wait_for_server(timeout_sec=60.0) for c in clients), \
             "".join(node.lines)[-2000:]

@@ -7,7 +7,7 @@ import pytest
 
 from oxygen_ros.ros.inference_health import Health
 
-FINE = dict(engine_running=True, active=True, stale=False, targets_missed=None,
+FINE = dict(engine_running=True, control_running=True, active=True, stale=False, targets_missed=None,
             deadline_misses=0)
 
 
@@ -18,6 +18,8 @@ def verdict(health, counters=None, **state):
 def test_states_in_order_of_precedence():
     assert verdict(Health(), engine_running=False, active=False, stale=True) == (
         "ERROR", "engine thread stopped")
+    assert verdict(Health(), control_running=False, active=False) == (
+        "ERROR", "control process stopped: no commands")
     assert verdict(Health(), active=False, stale=True) == ("OK", "inactive: no commands")
     assert verdict(Health(), stale=True, targets_missed="x") == (
         "ERROR", "no fresh observations: actions stopped")

@@ -1,0 +1,151 @@
+"""ControlLink: the inference node's end of its control process (no ROS).
+
+The per-step commands are published by a process of their own (control_process.py): in the
+node's process every thread waits for the one interpreter lock, and rclpy holds it through
+calls that block — a service response to a client DDS has not matched yet waits up to the
+writer's max_blocking_time (Fast DDS: 100 ms) — so a `ros2 param list` held the commands
+for 100-640 ms. The node tells its control process, over a socketpair of ordered, atomic
+messages, what the commands come from: each new plan, each observation's arrival, whether
+it is active; the control process answers with what it did. When the node's process
+ends, its socket closes and the control process ends with it."""
+
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+from typing import MutableMapping, Optional, Sequence
+
+import numpy as np
+
+PLAN, OBSERVED, STATE, READY, STATUS = b"P", b"O", b"S", b"R", b"T"
+COUNTERS = ("commands", "held_commands", "clamped_values", "watchdog_trips",
+            "non_finite_command")
+_PLAN = struct.Struct("<dddII")           # stamp, dt, now, steps, joints
+_STATUS = struct.Struct(f"<{len(COUNTERS)}q?dI")  # increments, stale, sent at, command times
+MAX_MESSAGE = 1 << 20
+READY_S = 30.0          # the control process's start (it imports rclpy)
+
+
+def plan_message(actions: np.ndarray, stamp: float, dt: float, now: float) -> bytes:
+    actions = np.ascontiguousarray(actions, dtype=np.float64)
+    return PLAN + _PLAN.pack(stamp, dt, now, *actions.shape) + actions.tobytes()
+
+
+def observed_message(arrival_monotonic: float) -> bytes:
+    return OBSERVED + struct.pack("<d", arrival_monotonic)
+
+
+def state_message(active: bool) -> bytes:
+    return STATE + struct.pack("<?", active)
+
+
+def status_message(increments: Sequence[int], stale: bool, sent_at: float,
+                   times: Sequence[float]) -> bytes:
+    return (STATUS + _STATUS.pack(*increments, stale, sent_at, len(times))
+            + struct.pack(f"<{len(times)}d", *times))
+
+
+def decode(message: bytes):
+    """(kind, fields) of one message."""
+    kind, body = message[:1], message[1:]
+    if kind == PLAN:
+        stamp, dt, now, steps, joints = _PLAN.unpack_from(body)
+        actions = np.frombuffer(body, np.float64, steps * joints, _PLAN.size)
+        return kind, (actions.reshape(steps, joints), stamp, dt, now)
+    if kind == OBSERVED:
+        return kind, struct.unpack("<d", body)
+    if kind == STATE:
+        return kind, struct.unpack("<?", body)
+    if kind == READY:
+        return kind, (body[:1] == b"1", body[1:].decode())
+    if kind == STATUS:
+        *increments, stale, sent_at, count = _STATUS.unpack_from(body)
+        times = struct.unpack_from(f"<{count}d", body, _STATUS.size)
+        return kind, (dict(zip(COUNTERS, increments)), stale, sent_at, times)
+    raise ValueError(f"unknown control message {kind!r}")
+
+
+class ControlLink:
+    """Starts the control process and talks to it. Sends never block: a control process
+    that stopped reading loses messages instead of stalling the node."""
+
+    def __init__(self, *, node_name: str, namespace: str, topic: str, rate_hz: float,
+                 priority: int, lower: Sequence[float], upper: Sequence[float],
+                 watchdog_s: float, hold: bool, blend_s: float, publish: bool,
+                 use_sim_time: bool):
+        self._socket, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        for end in (self._socket, child):
+            end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MAX_MESSAGE)
+        argv = [sys.executable, "-m", "oxygen_ros.ros.control_process",
+                "--fd", str(child.fileno()), "--topic", topic, "--rate", repr(rate_hz),
+                "--priority", str(priority), "--watchdog", repr(watchdog_s),
+                "--blend", repr(blend_s), "--lower", *map(repr, lower),
+                "--upper", *map(repr, upper)] \
+            + (["--hold"] if hold else []) + ([] if publish else ["--dry-run"]) \
+            + ["--ros-args", "-r", f"__node:={node_name}_control", "-r", f"__ns:={namespace}",
+               "-p", f"use_sim_time:={str(use_sim_time).lower()}",
+               # no services: a response to a new client blocks (see above)
+               "-p", "start_type_description_service:=false"]
+        self.process = subprocess.Popen(argv, pass_fds=(child.fileno(),),
+                                        env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        child.close()
+        self._socket.setblocking(False)
+        self.stale = True        # the watchdog's state, as last reported
+        self.reported_at = time.monotonic()   # when the control process last reported
+        self.refused, self.scheduling = self._wait_ready()
+        self.lost_messages = 0
+
+    def _wait_ready(self) -> tuple[bool, str]:
+        self._socket.settimeout(READY_S)
+        try:
+            message = self._socket.recv(MAX_MESSAGE)
+        except socket.timeout:
+            message = b""
+        finally:
+            self._socket.setblocking(False)
+        if message[:1] != READY:
+            self.close()
+            raise RuntimeError(f"the control process did not start within {READY_S:.0f} s "
+                               f"(exit code {self.process.poll()})")
+        return decode(message)[1]
+
+    def send(self, message: bytes) -> None:
+        try:
+            self._socket.send(message)
+        except (BlockingIOError, BrokenPipeError, ConnectionResetError, OSError):
+            self.lost_messages += 1
+
+    def poll(self, counters: MutableMapping[str, int]) -> list[float]:
+        """Take in every status report that arrived: their counts are added to `counters`;
+        the monotonic times of the commands they report."""
+        times = []
+        while True:
+            try:
+                message = self._socket.recv(MAX_MESSAGE)
+            except OSError:       # nothing more (BlockingIOError), or closed
+                break
+            if not message:
+                break
+            kind, fields = decode(message)
+            if kind == STATUS:
+                increments, self.stale, self.reported_at, reported = fields
+                for name, n in increments.items():
+                    counters[name] += n
+                times.extend(reported)
+        return times
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self, timeout_s: float = 5.0) -> Optional[int]:
+        """End the control process (its socket closes: it stops at once); its exit code.
+        Sends after this are lost (counted), not errors."""
+        self._socket.close()
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+

@@ -1,0 +1,163 @@
+"""The control process: publishes the inference node's per-step commands at control_rate_hz
+from the plans the node sends it (control_link.py says why a process of its own).
+
+Its control loop (ControlLoop, SCHED_FIFO where allowed) runs the CommandGate — watchdog,
+NaN guard, clamps, held steps — over an ActionStream of the node's plans; its main thread
+takes the node's messages. It has no services (nothing here waits on a client) and ends
+when the node's socket closes, on SIGINT or SIGTERM."""
+
+import argparse
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+from rclpy.utilities import remove_ros_args
+from std_msgs.msg import Float64MultiArray
+
+from oxygen_ros.engine.action_stream import ActionStream
+from oxygen_ros.ros import control_link, qos
+from oxygen_ros.ros.command_gate import CommandGate
+from oxygen_ros.ros.control_loop import ControlLoop
+
+STATUS_EVERY = 5        # ticks between status reports to the node
+
+
+class ControlProcess:
+    def __init__(self, node: Node, link: socket.socket, args):
+        self.node, self.link = node, link
+        self.publish = not args.dry_run
+        self.publisher = node.create_publisher(Float64MultiArray, args.topic, qos.COMMAND)
+        self.counters: Counter = Counter()
+        self.gate = CommandGate(args.lower, args.upper, args.watchdog, args.hold, self.counters)
+        self.stream = ActionStream(args.blend)
+        self.active = False
+        self.arrival = None          # monotonic time the newest observation reached the node
+        self._reported: Counter = Counter()
+        self._times: list = []
+        self.ticks = 0
+        self.loop = ControlLoop(1.0 / args.rate, self.tick, args.priority)
+
+    def take(self, message: bytes) -> None:
+        kind, fields = control_link.decode(message)
+        if kind == control_link.PLAN:
+            actions, stamp, dt, now = fields
+            self.stream.push(actions, stamp, dt, now)
+        elif kind == control_link.OBSERVED:
+            self.arrival = fields[0]
+        elif kind == control_link.STATE:
+            self.active = fields[0]
+            self.gate.stale = True
+            self.stream.clear()
+
+    def tick(self) -> None:
+        if self.active:
+            self._command()
+        self.ticks += 1
+        if self.ticks % STATUS_EVERY == 0:
+            self._report()
+
+    def _command(self) -> None:
+        age = None if self.arrival is None else time.monotonic() - self.arrival
+        tick = self.gate.tick(
+            age, lambda: self.stream.action_at(self.node.get_clock().now().nanoseconds * 1e-9))
+        logger = self.node.get_logger()
+        if tick.tripped:
+            self.stream.clear()
+            logger.error(f"no fresh observation for {age or float('inf'):.3f} s: "
+                         "watchdog stops new actions")
+        if tick.resumed:
+            logger.info("observations are back: actions resume")
+        if tick.non_finite:
+            self.counters["non_finite_command"] += 1
+            logger.warning("non_finite_command: command skipped", throttle_duration_sec=5.0)
+        if tick.command is not None:
+            self._times.append(time.monotonic())
+            self.counters["commands"] += 1
+            if self.publish:
+                self.publisher.publish(Float64MultiArray(data=tick.command.tolist()))
+
+    def _report(self) -> None:
+        increments = [self.counters[name] - self._reported[name]
+                      for name in control_link.COUNTERS]
+        try:
+            self.link.send(control_link.status_message(increments, self.gate.stale,
+                                                        time.monotonic(), self._times))
+        except OSError:   # the node is not reading (or gone): reported with the next one
+            return
+        self._reported.update(dict(zip(control_link.COUNTERS, increments)))
+        self._times = []
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--rate", type=float, required=True)
+    parser.add_argument("--priority", type=int, default=0)
+    parser.add_argument("--watchdog", type=float, required=True)
+    parser.add_argument("--lower", type=float, nargs="+", required=True)
+    parser.add_argument("--upper", type=float, nargs="+", required=True)
+    parser.add_argument("--blend", type=float, default=0.0)
+    parser.add_argument("--hold", action="store_true")
+    parser.add_argument("--dry-run", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv if argv is None else argv
+    args = parse(remove_ros_args(argv)[1:])
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    link = socket.socket(fileno=args.fd)
+    link.setblocking(False)
+    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+    node = Node("control", start_parameter_services=False)
+    control = ControlProcess(node, link, args)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)           # /clock, with use_sim_time
+    spinner = threading.Thread(target=lambda: _spin(executor, stop), daemon=True)
+    spinner.start()
+    control.loop.start()
+    link.send(control_link.READY + (b"1" if control.loop.refused else b"0")
+              + control.loop.scheduling.encode())
+    try:
+        while not stop.is_set():
+            if not select.select([link], [], [], 0.1)[0]:
+                continue
+            try:
+                message = link.recv(control_link.MAX_MESSAGE)
+            except BlockingIOError:
+                continue
+            except OSError:       # reset: the node closed its end with messages unread
+                break
+            if not message:       # the node's end closed: it stopped or died
+                break
+            control.take(message)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
+        stop.set()
+        control.loop.stop()
+        spinner.join(timeout=2.0)
+        executor.shutdown(timeout_sec=1.0)
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+def _spin(executor, stop: threading.Event) -> None:
+    while not stop.is_set():
+        executor.spin_once(timeout_sec=0.1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

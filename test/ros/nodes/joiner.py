@@ -1,0 +1,58 @@
+"""Child process for the participants test: DDS participants that join the graph, look at
+the inference node as the ros2 CLI does (node and topic lists, its parameters, a short
+subscription to its commands), and leave again, one after another."""
+
+import sys
+
+import rclpy
+from rcl_interfaces.srv import GetParameters, ListParameters
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from std_msgs.msg import Float64MultiArray
+
+from oxygen_ros.ros import qos
+
+
+def visit(index: int, domain: int) -> bool:
+    """One participant's life; True when it found the inference node and its commands."""
+    context = Context()
+    rclpy.init(context=context, domain_id=domain)
+    node = Node(f"joiner_{index}", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    commands = []
+    node.create_subscription(Float64MultiArray, "/oxygen/joint_command", commands.append,
+                             qos.COMMAND)
+    listing = node.create_client(ListParameters, "/inference/list_parameters")
+    getting = node.create_client(GetParameters, "/inference/get_parameters")
+    try:
+        if not listing.wait_for_service(timeout_sec=20.0):
+            return False
+        node.get_node_names_and_namespaces()
+        node.get_topic_names_and_types()
+        future = listing.call_async(ListParameters.Request())
+        executor.spin_until_future_complete(future, timeout_sec=20.0)
+        names = list(future.result().result.names) if future.result() else []
+        future = getting.call_async(GetParameters.Request(names=names))
+        executor.spin_until_future_complete(future, timeout_sec=20.0)
+        for _ in range(200):
+            if len(commands) >= 5:
+                break
+            executor.spin_once(timeout_sec=0.05)
+        return bool(names) and future.result() is not None and len(commands) >= 5
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def main() -> int:
+    domain, visits, first = (int(a) for a in sys.argv[1:4])
+    for index in range(first, first + visits):
+        print(f"visit {index}: {'ok' if visit(index, domain) else 'failed'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

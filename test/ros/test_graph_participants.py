@@ -1,0 +1,49 @@
+"""The command period holds while DDS participants join and leave the graph and look at the
+inference node as the ros2 CLI does: node and topic lists, its parameters, a subscription
+to its commands. (In the node's own process it did not: rclpy holds the interpreter lock
+while a service response waits for DDS to match a new client, and commands had gaps of
+60-640 ms whenever a `ros2` command joined.)"""
+
+import time
+
+from graph_helpers import Probe, executable, write_params
+
+PERIOD_S = 1 / 50.0
+JOINERS, VISITS = 3, 4
+
+
+def test_participants_joining_and_leaving_leave_the_command_period_alone(
+        tmp_path, processes, rclpy_context):
+    # the default watchdog (25 ticks): the node's own process may still stall, the commands not
+    params = write_params(tmp_path / "params.yaml",
+                          inference={"memory_period_s": 0.0, "watchdog_ticks": 25})
+    processes.start(executable("camera_ingest"), "--ros-args", "--params-file", params)
+    inference = processes.start(executable("inference"), "--ros-args", "--params-file", params)
+    processes.python("-m", "oxygen_ros.ros.synthetic_camera", "--ros-args",
+                     "-p", "rate_hz:=30.0", "-p", "width:=64", "-p", "height:=48",
+                     "-p", "camera_topics:=['/cameras/base/image_raw',"
+                           "'/cameras/left_wrist/image_raw']")
+    probe = Probe(rclpy_context)
+    try:
+        assert probe.spin(60.0, until=lambda: len(probe.commands) > 100 and probe.reports_of(
+            "inference", since=probe.commands[100][0])), "".join(inference.lines)[-2000:]
+        trips = probe.counter("inference", "watchdog_trips")
+        start = time.monotonic()
+        joiners = [processes.python("test/ros/nodes/joiner.py", processes.domain, VISITS,
+                                    j * VISITS) for j in range(JOINERS)]
+        assert probe.spin(180.0, until=lambda: all(j.poll() is not None for j in joiners))
+        end = time.monotonic()
+        visits = [line for j in joiners for line in j.lines if line.startswith("visit")]
+        assert len(visits) == JOINERS * VISITS and all(v.endswith("ok\n") for v in visits), \
+            visits
+        probe.spin(1.5)                                  # the last diagnostics report
+        # each report covers the second before it arrives
+        reports = probe.reports_of("inference", since=start + 1.0, until=end)
+        assert len(reports) >= 3, probe.reports_of("inference")
+        gaps = [float(r["command_gap_ms_max"]) for r in reports]
+        assert max(gaps) < 2 * PERIOD_S * 1e3, gaps
+        assert min(float(r["action_rate_hz"]) for r in reports) >= 48.0, reports
+        assert probe.counter("inference", "watchdog_trips") == trips, \
+            "".join(inference.lines)[-2000:]
+    finally:
+        probe.close()
