@@ -31,7 +31,7 @@ from oxygen_ros.cache.page_table import PageTable
 from oxygen_ros.cache.paged_attention import grouped_attention, paged_attention
 from oxygen_ros.cache.prefix_index import page_keys, root_key
 from oxygen_ros.model.config import ModelConfig
-from oxygen_ros.model.gemma import Gemma, rope
+from oxygen_ros.model.gemma import Gemma, rope, rope_tables
 from oxygen_ros.model.prefix import Prefix
 from oxygen_ros.model.siglip import SiglipVisionModel
 
@@ -117,12 +117,16 @@ class Pi05Model(nn.Module):
         return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb))))
 
     # -- the layer loops -----------------------------------------------------------------
+    def _rope_tables(self, positions: torch.Tensor, dtype: torch.dtype):
+        return rope_tables(positions, self.config.vlm.head_dim, self.config.rope_max_wavelength,
+                           dtype)
+
     def _run_vlm(self, x: torch.Tensor, positions: torch.Tensor, attend: Attend) -> torch.Tensor:
-        wavelength = self.config.rope_max_wavelength
+        tables = self._rope_tables(positions, x.dtype)
         for i, layer in enumerate(self.language_model.layers):
             h, _ = layer.input_layernorm(x)
             q, k, v = layer.self_attn.qkv(h)
-            out = attend(i, rope(q, positions, wavelength), rope(k, positions, wavelength), v)
+            out = attend(i, rope(q, tables), rope(k, tables), v)
             x = x + layer.self_attn.o_proj(out.flatten(-2))
             h, _ = layer.post_attention_layernorm(x)
             x = x + layer.mlp(h)
@@ -130,11 +134,11 @@ class Pi05Model(nn.Module):
 
     def _run_expert(self, x: torch.Tensor, cond: torch.Tensor, positions: torch.Tensor,
                     attend: Attend) -> torch.Tensor:
-        wavelength = self.config.rope_max_wavelength
+        tables = self._rope_tables(positions, x.dtype)
         for i, layer in enumerate(self.expert.layers):
             h, gate = layer.input_layernorm(x, cond)
             q, k, v = layer.self_attn.qkv(h)
-            out = attend(i, rope(q, positions, wavelength), rope(k, positions, wavelength), v)
+            out = attend(i, rope(q, tables), rope(k, tables), v)
             x = x + layer.self_attn.o_proj(out.flatten(-2)) * gate
             h, gate = layer.post_attention_layernorm(x, cond)
             x = x + layer.mlp(h) * gate
