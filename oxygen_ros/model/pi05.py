@@ -39,21 +39,29 @@ Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class Pi05Model(nn.Module):
-    def __init__(self, config: ModelConfig, seed: int = 0):
+    def __init__(self, config: ModelConfig, seed: int = 0, dtype: torch.dtype = torch.float32):
+        """dtype: the parameters are made and drawn in it (the full-size model in bfloat16
+        never exists in float32; the draws differ from float32 ones rounded)."""
         super().__init__()
         self.config = config
         expert_width = config.expert.width
+        default_dtype = torch.get_default_dtype()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.vision = SiglipVisionModel(config.vision)
-            self.projector = nn.Linear(config.vision.width, config.vlm.width)
-            self.language_model = Gemma(config.vlm, config.norm_eps, vocab_size=config.vocab_size)
-            self.expert = Gemma(config.expert, config.norm_eps, cond_dim=expert_width)
-            self.action_in_proj = nn.Linear(config.action_dim, expert_width)
-            self.action_out_proj = nn.Linear(expert_width, config.action_dim)
-            self.time_mlp_in = nn.Linear(expert_width, expert_width)
-            self.time_mlp_out = nn.Linear(expert_width, expert_width)
-            self._init_weights()
+            torch.set_default_dtype(dtype)
+            try:
+                self.vision = SiglipVisionModel(config.vision)
+                self.projector = nn.Linear(config.vision.width, config.vlm.width)
+                self.language_model = Gemma(config.vlm, config.norm_eps,
+                                            vocab_size=config.vocab_size)
+                self.expert = Gemma(config.expert, config.norm_eps, cond_dim=expert_width)
+                self.action_in_proj = nn.Linear(config.action_dim, expert_width)
+                self.action_out_proj = nn.Linear(expert_width, config.action_dim)
+                self.time_mlp_in = nn.Linear(expert_width, expert_width)
+                self.time_mlp_out = nn.Linear(expert_width, expert_width)
+                self._init_weights()
+            finally:
+                torch.set_default_dtype(default_dtype)
         self.scale = config.vlm.head_dim ** -0.5
         # Part of every prefix-index key: cached K/V are only valid for these weights.
         self.weights_version = f"random-init-seed-{seed}"
