@@ -150,14 +150,11 @@ def stage_parity(args) -> dict:
 def stage_bench_model(args) -> dict:
     from dataclasses import asdict
 
-    import torch
-
     from oxygen_ros.bench import model as benchmark
 
-    dtype = getattr(torch, args.dtype)
-    result = {"eager": asdict(benchmark.run(args.preset, args.device, dtype))}
+    result = {"eager": asdict(benchmark.run(args.preset, args.device, args.dtype))}
     if args.device == "cuda":
-        result["cuda_graphs"] = asdict(benchmark.run(args.preset, args.device, dtype,
+        result["cuda_graphs"] = asdict(benchmark.run(args.preset, args.device, args.dtype,
                                                      cuda_graphs=True))
     return result
 

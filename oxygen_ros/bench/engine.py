@@ -16,6 +16,7 @@ from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.model.config import preset
 from oxygen_ros.model.pi05 import Pi05Model
+from oxygen_ros.model.precision import resolve_dtype
 
 MODES = {"isolated": IsolatedEngine, "shared_kv": SharedKVEngine, "oxygen": OxygenEngine}
 CAMERAS = ("base", "left_wrist", "right_wrist")
@@ -60,8 +61,9 @@ def engine_config(workload: Workload, language: bool = True) -> EngineConfig:
 def run(workload: Workload, progress=None) -> dict:
     config = preset(workload.preset).with_(num_denoise_steps=workload.denoise_steps,
                                            prefix_attention=workload.prefix_attention)
+    dtype, _ = resolve_dtype(workload.dtype, workload.device)
     model = Pi05Model(config, seed=workload.seed).to(workload.device,
-                                                     getattr(torch, workload.dtype)).eval()
+                                                     getattr(torch, dtype)).eval()
     frames = observations(workload, config)
     requests = arrivals(workload)
     engines = {name: cls(model, engine_config(workload)) for name, cls in MODES.items()}

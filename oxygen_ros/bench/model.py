@@ -1,15 +1,22 @@
-"""Model-level benchmark: action chunk latency, decode throughput, and how far a decode step
-is from the memory-bandwidth bound (weight bytes ÷ bandwidth measured in the same run)."""
+"""Model-level benchmark: load time and peak memory, action chunk latency, decode
+throughput, how far a decode step is from the memory-bandwidth bound (weight bytes ÷
+bandwidth measured in the same run) and the prefill from the matmul peak (measured in the
+same run too)."""
 
+import resource
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from oxygen_ros.bench.report import median_ms
 from oxygen_ros.cache.kv_cache import KVCache
+from oxygen_ros.model import checkpoint as checkpoints
 from oxygen_ros.model.config import preset
 from oxygen_ros.model.pi05 import Pi05Model
+from oxygen_ros.model.precision import resolve_dtype
 from oxygen_ros.model.prefix import build_prefix
 from oxygen_ros.model.prompt import pi05_prompt
 from oxygen_ros.model.tokenizer import ByteTokenizer
@@ -29,6 +36,14 @@ class ModelBenchResult:
     weight_bytes: int
     bandwidth_gb_s: float
     bound_ratio: float      # decode step (batch 1) time / (weight bytes / bandwidth)
+    dtype: str = "float32"
+    dtype_reason: str = "as set"
+    model_bytes: int = 0            # every parameter
+    load_s: float = 0.0             # build (random weights) or load (a checkpoint)
+    peak_rss_bytes: int = 0         # the process's, up to the end of this run
+    prefill_gflop: float = 0.0      # matmul, convolution and attention FLOPs of one prefill
+    matmul_peak_gflops: float = 0.0     # square matmuls in this dtype, best of the run
+    prefill_peak_fraction: float = 0.0  # prefill GFLOP/s ÷ that peak
 
 
 def _median_ms(fn, repeats: int, device: torch.device) -> float:
@@ -44,13 +59,33 @@ def measure_bandwidth(device: torch.device, megabytes: int = 256, repeats: int =
     return 2 * src.numel() * 4 / (ms / 1e3) / 1e9
 
 
-def run(preset_name: str = "small", device: str = "cpu", dtype: torch.dtype = torch.float32,
+def measure_matmul_peak(device: torch.device, dtype: torch.dtype, size: int = 2048,
+                        repeats: int = 5) -> float:
+    """GFLOP/s of the fastest of `repeats` size² matmuls."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    a @ b
+    best = min(_median_ms(lambda: a @ b, 1, device) for _ in range(repeats))
+    return 2 * size ** 3 / (best / 1e3) / 1e9
+
+
+def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         batches=(1, 4, 16), decode_steps: int = 16, repeats: int = 5,
-        seed: int = 0, cuda_graphs: bool = False) -> ModelBenchResult:
-    """cuda_graphs: replay decode steps and the denoising loop from CUDA graphs (CUDA only)."""
-    config = preset(preset_name)
+        seed: int = 0, cuda_graphs: bool = False, checkpoint: str = "") -> ModelBenchResult:
+    """dtype: a name or auto (model/precision.py). The model is built in that dtype from
+    the preset with random weights, or loaded memory-mapped from `checkpoint`. A π0.5
+    prompt (PaliGemma tokenizer) is padded to its max_prompt_tokens, 200, as π0.5 pads it.
+    cuda_graphs: replay decode steps and the denoising loop from CUDA graphs (CUDA only)."""
+    dtype_name, why = resolve_dtype(dtype, device)
+    dtype = getattr(torch, dtype_name)
     dev = torch.device(device)
-    model = Pi05Model(config, seed=seed).to(dev, dtype).eval()
+    started = time.perf_counter()
+    if checkpoint:
+        model, _ = checkpoints.load(checkpoint, dev, dtype)
+    else:
+        model = Pi05Model(preset(preset_name), seed=seed, dtype=dtype).to(dev).eval()
+    load_s = time.perf_counter() - started
+    config = model.config
     tokenizer = ByteTokenizer()
     cameras = ["base", "left_wrist", "right_wrist"][:config.num_cameras]
     rng = np.random.default_rng(seed)
@@ -59,7 +94,10 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: torch.dtype = to
     def prefix(frame: int):
         images = {c: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for c in cameras}
         prompt = pi05_prompt("pick up the red cup", rng.uniform(-1, 1, 14), config.state_dim)
-        return build_prefix(config, cameras, images, tokenizer.encode(prompt))
+        tokens = tokenizer.encode(prompt)
+        if config.tokenizer == "paligemma":
+            tokens = (tokens * config.max_prompt_tokens)[:config.max_prompt_tokens]
+        return build_prefix(config, cameras, images, tokens)
 
     sample = prefix(0)
     pages_per_seq = -(-(sample.num_tokens + 64 + decode_steps * (repeats + 2)) // 16)
@@ -75,6 +113,8 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: torch.dtype = to
         table = model.prefill(prefix(1), cache)
         cache.free(table)
 
+    with FlopCounterMode(display=False) as flops:
+        fresh_prefill()       # also the warm-up
     prefill_ms = _median_ms(fresh_prefill, repeats, dev)
     table = model.prefill(sample, cache)
     denoise_ms = _median_ms(lambda: model.sample_actions([table], noise, cache), repeats, dev)
@@ -91,9 +131,15 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: torch.dtype = to
     weight_bytes = sum(p.numel() * p.element_size() for p in lm.parameters())
     bandwidth = measure_bandwidth(dev)
     bound_ms = weight_bytes / (bandwidth * 1e9) * 1e3
-    return ModelBenchResult(preset_name, str(dev), sample.num_tokens, prefill_ms, denoise_ms,
-                            prefill_ms + denoise_ms, chunk_cached_ms, tokens_per_s, step_ms,
-                            weight_bytes, bandwidth, step_ms[batches[0]] / bound_ms)
+    peak = measure_matmul_peak(dev, dtype)
+    gflop = flops.get_total_flops() / 1e9
+    return ModelBenchResult(
+        config.name if checkpoint else preset_name, str(dev), sample.num_tokens, prefill_ms,
+        denoise_ms, prefill_ms + denoise_ms, chunk_cached_ms, tokens_per_s, step_ms,
+        weight_bytes, bandwidth, step_ms[batches[0]] / bound_ms, dtype_name, why,
+        sum(p.numel() * p.element_size() for p in model.parameters()), load_s,
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, gflop, peak,
+        gflop / (prefill_ms / 1e3) / peak)
 
 
 def _decode_rates(model: Pi05Model, cache: KVCache, table, batches, decode_steps: int,
@@ -126,22 +172,52 @@ def _decode_rates(model: Pi05Model, cache: KVCache, table, batches, decode_steps
     return tokens_per_s, step_ms
 
 
-def report(result: ModelBenchResult) -> str:
-    lines = [
-        f"model benchmark: preset {result.preset} on {result.device}, "
-        f"{result.prefix_tokens} prefix tokens",
-        f"  prefix prefill (new observation)   {result.prefill_ms:8.1f} ms",
-        f"  action denoising (all steps)       {result.denoise_ms:8.1f} ms",
-        f"  action chunk, new observation      {result.chunk_ms:8.1f} ms",
-        f"  action chunk, cached prefix        {result.chunk_cached_prefix_ms:8.1f} ms",
-    ]
-    for batch, rate in result.decode_tokens_per_s.items():
-        lines.append(f"  decode batch {batch:3d}: {rate:8.1f} tokens/s "
-                     f"({result.decode_step_ms[batch]:.2f} ms/step)")
-    lines += [
-        f"  VLM weight bytes read per step     {result.weight_bytes / 1e6:8.1f} MB",
-        f"  memory bandwidth (copy, this run)  {result.bandwidth_gb_s:8.1f} GB/s",
-        f"  decode step / bandwidth bound      {result.bound_ratio:8.2f} x "
-        f"(1.0 = every step only streams the weights once)",
-    ]
+ROWS = (
+    ("load (build or map the weights)", lambda r: f"{r.load_s:8.2f} s"),
+    ("weights (every parameter)", lambda r: f"{r.model_bytes / 1e9:8.2f} GB"),
+    ("peak RSS of the process", lambda r: f"{r.peak_rss_bytes / 1e9:8.2f} GB"),
+    ("prefix prefill (new observation)", lambda r: f"{r.prefill_ms:8.1f} ms"),
+    ("action denoising (all steps)", lambda r: f"{r.denoise_ms:8.1f} ms"),
+    ("action chunk, new observation", lambda r: f"{r.chunk_ms:8.1f} ms"),
+    ("action chunk, cached prefix", lambda r: f"{r.chunk_cached_prefix_ms:8.1f} ms"),
+    ("prefill FLOPs", lambda r: f"{r.prefill_gflop:8.1f} GFLOP"),
+    ("matmul peak (this run)", lambda r: f"{r.matmul_peak_gflops:8.1f} GFLOP/s"),
+    ("prefill / matmul peak", lambda r: f"{r.prefill_peak_fraction:8.2f}"),
+    ("VLM weight bytes read per step", lambda r: f"{r.weight_bytes / 1e6:8.1f} MB"),
+    ("memory bandwidth (copy, this run)", lambda r: f"{r.bandwidth_gb_s:8.1f} GB/s"),
+    ("decode step / bandwidth bound", lambda r: f"{r.bound_ratio:8.2f} x"),
+)
+# the rows a second dtype is compared on (its time or bound ÷ the first's)
+RATIOS = {"prefix prefill (new observation)": "prefill_ms",
+          "action denoising (all steps)": "denoise_ms",
+          "action chunk, new observation": "chunk_ms",
+          "action chunk, cached prefix": "chunk_cached_prefix_ms"}
+
+
+def report(results: "ModelBenchResult | list[ModelBenchResult]") -> str:
+    """One column per run (side by side); with two, the second ÷ the first."""
+    results = results if isinstance(results, list) else [results]
+    first = results[0]
+    lines = [f"model benchmark: preset {first.preset} on {first.device}, "
+             f"{first.prefix_tokens} prefix tokens"]
+    lines += [f"  {r.dtype}: {r.dtype_reason}" for r in results]
+    ratio = len(results) == 2
+    header = f"  {'':36}" + "".join(f"{r.dtype:>18}" for r in results)
+    short = {"float32": "fp32", "bfloat16": "bf16"}
+    lines.append(header + (f"{short[results[1].dtype] + '/' + short[first.dtype]:>10}"
+                           if ratio else ""))
+    for label, cell in ROWS:
+        line = f"  {label:36}" + "".join(f"{cell(r):>18}" for r in results)
+        if ratio and label in RATIOS:
+            line += f"{getattr(results[1], RATIOS[label]) / getattr(first, RATIOS[label]):10.2f}"
+        lines.append(line)
+    for batch in first.decode_tokens_per_s:
+        line = f"  {f'decode batch {batch:3d}':36}" + "".join(
+            f"{f'{r.decode_step_ms[batch]:.2f} ms/step':>18}" for r in results)
+        if ratio:
+            line += f"{results[1].decode_step_ms[batch] / first.decode_step_ms[batch]:10.2f}"
+        lines.append(line)
+        lines.append(f"  {'':36}" + "".join(
+            f"{f'{r.decode_tokens_per_s[batch]:.1f} tokens/s':>18}" for r in results))
+    lines.append("  (bandwidth bound 1.0: every decode step only streams the VLM weights once)")
     return "\n".join(lines)

@@ -25,7 +25,7 @@ class Workload:
     prefix_attention: str = "bidirectional"
     seed: int = 0
     device: str = "cpu"
-    dtype: str = "float32"
+    dtype: str = "auto"           # model/precision.py: bfloat16 where bf16 matrix units are
 
 
 @dataclass

@@ -34,21 +34,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_model(args: argparse.Namespace) -> int:
-    """Model benchmark: chunk latency, decode tokens/s, distance from the bandwidth bound."""
-    import torch
-
+    """Model benchmark: load time and peak RSS, chunk latency, decode tokens/s, distance
+    from the bandwidth bound and the prefill's share of the matmul peak; one column per
+    dtype."""
     from oxygen_ros.bench import model as benchmark
     from oxygen_ros.engine.threads import apply_torch_threads
 
     threads = apply_torch_threads(args.threads)
     print(f"torch threads: {threads} (the inference node's choice unless --threads)")
-    result = benchmark.run(args.preset, args.device, getattr(torch, args.dtype),
-                           batches=tuple(args.batches), repeats=args.repeats,
-                           cuda_graphs=args.cuda_graphs)
-    print(benchmark.report(result))
+    results = [benchmark.run(args.preset, args.device, dtype, batches=tuple(args.batches),
+                             decode_steps=args.decode_tokens, repeats=args.repeats,
+                             cuda_graphs=args.cuda_graphs, checkpoint=args.checkpoint)
+               for dtype in args.dtype]
+    print(benchmark.report(results))
     if args.json:
-        write_json(asdict(result), args.json)
+        write_json(asdict(results[0]) if len(results) == 1
+                   else {r.dtype: asdict(r) for r in results}, args.json)
     return 0
+
+
+def dtype_list(text: str) -> list[str]:
+    from oxygen_ros.model.precision import DTYPE_NAMES
+
+    names = text.split(",")
+    wrong = [n for n in names if n not in DTYPE_NAMES]
+    if wrong:
+        raise argparse.ArgumentTypeError(f"{', '.join(wrong)}: choose from "
+                                         f"{', '.join(DTYPE_NAMES)}")
+    return names
 
 
 def cmd_bench_switch(args: argparse.Namespace) -> int:
@@ -63,7 +76,7 @@ def cmd_bench_switch(args: argparse.Namespace) -> int:
     if checkpoint is None and args.preset is None:
         checkpoint = DEMO_CHECKPOINT
     loaded = load_model(preset=args.preset or "small", checkpoint=checkpoint or "",
-                        tokenizer=args.tokenizer or "", seed=args.seed)
+                        tokenizer=args.tokenizer or "", seed=args.seed, dtype=args.dtype)
     workload = SwitchWorkload(
         delays=tuple(args.delays), chunks=args.chunks, period_steps=args.period,
         blend_s=args.blend_s,
@@ -91,6 +104,12 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_dtype(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+                         help="auto (default): bfloat16 where the device has bf16 matrix "
+                              "units, else float32")
+
+
 def _add_bench(sub) -> None:
     bench = sub.add_parser("bench", help=cmd_bench.__doc__)
     defaults = Workload()
@@ -112,6 +131,7 @@ def _add_bench(sub) -> None:
                        choices=["bidirectional", "causal_prompt"])
     bench.add_argument("--seed", type=int, default=defaults.seed)
     bench.add_argument("--device", default=defaults.device)
+    add_dtype(bench)
     add_threads(bench)
     add_json(bench, plot=True)
     bench.add_argument("--plot", help="PNG path (default: beside --json)")
@@ -144,6 +164,7 @@ def _add_bench_switch(sub) -> None:
     switch.add_argument("--max-guidance-weight", type=float,
                         default=defaults.max_guidance_weight)
     switch.add_argument("--seed", type=int, default=0)
+    add_dtype(switch)
     switch.add_argument("--world", type=int, default=defaults.world_seed,
                         help="the tabletop world the observations come from")
     add_threads(switch)
@@ -157,10 +178,18 @@ def add_commands(sub) -> None:
 
     bench_model = sub.add_parser("bench-model", help=cmd_bench_model.__doc__)
     bench_model.add_argument("--preset", default="small", help="model preset (default small)")
+    bench_model.add_argument("--checkpoint", default="",
+                             help="a π0.5 checkpoint to load (memory-mapped) instead of the "
+                                  "preset's random weights")
     bench_model.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    bench_model.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    bench_model.add_argument("--dtype", type=dtype_list, default=["auto"],
+                             help="auto, float32 or bfloat16, or several side by side: "
+                                  "float32,bfloat16 (default auto: bfloat16 where the device "
+                                  "has bf16 matrix units)")
     bench_model.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16],
                              help="decode batch sizes (default 1 4 16)")
+    bench_model.add_argument("--decode-tokens", type=int, default=32,
+                             help="decode steps per timed repeat (default 32)")
     bench_model.add_argument("--repeats", type=int, default=5, help="timed repeats (median)")
     add_threads(bench_model)
     bench_model.add_argument("--cuda-graphs", action="store_true",

@@ -107,7 +107,13 @@ def cmd_evaluate_demo(args: argparse.Namespace) -> int:
                or json_directory_error("evaluate-demo", args.json))
     if refused:
         return refused
-    from oxygen_ros.demo.evaluate import compare_manifest, demo_moments, evaluate, report_lines
+    from oxygen_ros.demo.evaluate import (
+        compare_manifest,
+        demo_moments,
+        dtype_agreement,
+        evaluate,
+        report_lines,
+    )
     from oxygen_ros.engine.threads import apply_torch_threads
     from oxygen_ros.model.loading import load_model, resolve
 
@@ -120,6 +126,13 @@ def cmd_evaluate_demo(args: argparse.Namespace) -> int:
     if model.config.tokenizer != "bytes" or loaded.normalization.actions is None:
         return usage_error("evaluate-demo", f"{args.checkpoint} is not a train-demo checkpoint "
                                             "(byte tokenizer and action statistics)")
+    if args.bfloat16_agreement:
+        other = load_model(checkpoint=args.checkpoint, dtype="bfloat16").model.eval()
+        agreement = dtype_agreement(model, other, loaded.normalization, args.worlds,
+                                    args.first_world, show_progress=True)
+        print(json.dumps({"checkpoint": args.checkpoint, "bfloat16_vs_float32": agreement},
+                         indent=2))
+        return 0
     judged = {"worlds": args.worlds, "first_world": args.first_world, "show_progress": True}
     result = {"checkpoint": args.checkpoint,
               "unseen_worlds": evaluate(model, loaded.normalization, **judged),
@@ -210,6 +223,9 @@ def add_commands(sub) -> None:
     evaluate_demo.add_argument("--first-world", type=int, default=0,
                                help="seed of the first (default 0; training worlds start at "
                                     "10000; compared with the manifest only from 0)")
+    evaluate_demo.add_argument("--bfloat16-agreement", action="store_true",
+                               help="instead: bfloat16 against float32 on the same worlds (the "
+                                    "largest action difference, the share of equal answers)")
     add_threads(evaluate_demo)
     add_json(evaluate_demo, instead=True)
     evaluate_demo.set_defaults(func=cmd_evaluate_demo)

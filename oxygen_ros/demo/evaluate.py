@@ -35,7 +35,7 @@ def greedy(model: Pi05Model, cache: KVCache, base, prompt: list[int], limit: int
 
 def prefilled(model: Pi05Model, prefix) -> tuple[KVCache, object]:
     """A fresh cache holding one frame's prefix, and that prefix's page table."""
-    cache = KVCache.for_model(model.config, num_pages=64, page_size=16)
+    cache = KVCache.for_model(model.config, num_pages=64, page_size=16, dtype=model.dtype)
     return cache, model.prefill(prefix, cache)
 
 
@@ -91,6 +91,38 @@ def evaluate(model: Pi05Model, normalization: Normalization, worlds: int = 24,
             "action_error": float(np.mean(errors)), "worlds": worlds,
             "questions": sum(asked.values()), "memory_requests": memory_asked,
             "answer_accuracy_by_question": {k: right[k] / asked[k] for k in asked}}
+
+
+@torch.inference_mode()
+def dtype_agreement(model: Pi05Model, other: Pi05Model, normalization: Normalization,
+                    worlds: int = 24, first_world: int = 0, times=(1.0, 3.3, 5.0, 7.0, 9.5),
+                    show_progress: bool = False) -> dict:
+    """How far `other` (the same weights in another dtype) is from `model` on evaluate()'s
+    worlds, moments and questions: the largest action difference (normalized units, the
+    same noise) and the share of answers that are the same text."""
+    sampler = Sampler(model, normalization, seed=0)
+    generator = torch.Generator().manual_seed(0)
+    differences, same, asked = [], 0, 0
+    done = progress.bar(worlds, "unseen worlds", "world", disable=not show_progress)
+    for seed in range(first_world, first_world + worlds):
+        world = TabletopWorld(seed)
+        for t in times:
+            observation = sampler.observation(world, t)
+            runs = [(m, *prefilled(m, observation)) for m in (model, other)]
+            for question, _ in questions(world, t):
+                answers = {reply(m, cache, base, question) for m, cache, base in runs}
+                same += len(answers) == 1
+                asked += 1
+            noise = torch.randn(1, model.config.action_horizon, model.config.action_dim,
+                                generator=generator)
+            first, second = (m.sample_actions([base], noise, cache)[0].float()
+                             for m, cache, base in runs)
+            differences.append(float((first - second).abs().max()))
+        done.update()
+    done.close()
+    return {"action_max_difference": max(differences),
+            "action_mean_max_difference": float(np.mean(differences)),
+            "answers_same": same / asked, "questions": asked, "worlds": worlds}
 
 
 def kind(question: str) -> str:

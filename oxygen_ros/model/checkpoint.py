@@ -19,6 +19,7 @@ from safetensors import SafetensorError, safe_open
 
 from oxygen_ros.model.config import GemmaConfig, ModelConfig, VisionConfig
 from oxygen_ros.model.pi05 import Pi05Model
+from oxygen_ros.model.safetensors_file import mapped_tensors
 
 WEIGHTS = "model.safetensors"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
@@ -257,48 +258,44 @@ def load(path: str | Path, device: str | torch.device = "cpu",
          dtype: torch.dtype = torch.float32, prefix_attention: Optional[str] = None,
          strict: bool = True, heads: Optional[tuple] = None,
          vision_heads: int = 0) -> tuple[Pi05Model, Checkpoint]:
-    """Build the model a checkpoint describes and fill it with the checkpoint's tensors.
-    In bfloat16 the parameters its reference implementation keeps in float32 stay so."""
+    """Build the model a checkpoint describes and fill it with the checkpoint's tensors,
+    memory-mapped (model/safetensors_file.py). In bfloat16 the parameters its reference
+    implementation keeps in float32 stay so."""
     info = inspect(path, heads, vision_heads)
     config = info.config
     if prefix_attention:
         config = config.with_(prefix_attention=prefix_attention)
     with torch.device("meta"):
         model = Pi05Model(config)
-    model = model.to_empty(device=device).to(dtype)
-    if dtype == torch.bfloat16:
-        keep = KEEP_FLOAT32[info.format]
-        for name, param in model.named_parameters():
-            if any(selector in checkpoint_key(name) for selector in keep):
-                param.data = param.data.float()
+    keep = KEEP_FLOAT32[info.format] if dtype == torch.bfloat16 else ()
     expected = expected_keys(model, info.prefix)
-    params = dict(model.named_parameters())
-    by_key = {checkpoint_key(name, info.prefix): name for name in params}
-    with _open(info.path) as handle:
-        stored = set(handle.keys())
-        embedding, tied = info.prefix + EMBEDDING, info.prefix + TIED_HEAD
-        source = {key: key for key in expected if key in stored}
-        if embedding not in stored and tied in stored:
-            source[embedding] = tied                         # lerobot keeps the tied copy
-        missing = sorted(set(expected) - set(source))
-        unexpected = sorted(stored - set(expected) - {tied}
-                            - {info.prefix + k for k in IGNORED})
-        if missing or (unexpected and strict):
-            raise CheckpointError(_key_report(info.path, missing, unexpected if strict else []))
-        for key, stored_key in source.items():
-            tensor = handle.get_tensor(stored_key)
-            if tuple(tensor.shape) != expected[key]:
-                raise CheckpointError(f"{info.path}: tensor {stored_key} has shape "
-                                      f"{list(tensor.shape)}, the model needs "
-                                      f"{list(expected[key])}")
-            with torch.no_grad():
-                target = params[by_key[key]]
-                target.copy_(tensor.to(device=device, dtype=target.dtype))
-        if embedding in stored and tied in stored:
-            head = handle.get_tensor(tied).to(device=device, dtype=dtype)
-            if not torch.equal(head, params[by_key[embedding]]):
-                raise CheckpointError(f"{info.path}: {tied} differs from {embedding}; the "
-                                      "output head must be tied to the embedding")
+    by_key = {checkpoint_key(name, info.prefix): name for name, _ in model.named_parameters()}
+    stored = mapped_tensors(info.path)
+    embedding, tied = info.prefix + EMBEDDING, info.prefix + TIED_HEAD
+    source = {key: key for key in expected if key in stored}
+    if embedding not in stored and tied in stored:
+        source[embedding] = tied                             # lerobot keeps the tied copy
+    missing = sorted(set(expected) - set(source))
+    unexpected = sorted(set(stored) - set(expected) - {tied}
+                        - {info.prefix + k for k in IGNORED})
+    if missing or (unexpected and strict):
+        raise CheckpointError(_key_report(info.path, missing, unexpected if strict else []))
+    state = {}
+    for key, stored_key in source.items():
+        tensor = stored[stored_key]
+        if tuple(tensor.shape) != expected[key]:
+            raise CheckpointError(f"{info.path}: tensor {stored_key} has shape "
+                                  f"{list(tensor.shape)}, the model needs {list(expected[key])}")
+        kept = any(selector in key[len(info.prefix):] for selector in keep)
+        target = torch.float32 if kept else dtype
+        # a tensor stored as it will run stays a view of the file's pages (no copy)
+        state[by_key[key]] = tensor.to(device=device, dtype=target)
+    if embedding in stored and tied in stored:
+        head = stored[tied].to(device=device, dtype=state[by_key[embedding]].dtype)
+        if not torch.equal(head, state[by_key[embedding]]):
+            raise CheckpointError(f"{info.path}: {tied} differs from {embedding}; the "
+                                  "output head must be tied to the embedding")
+    model.load_state_dict(state, assign=True)
     model.weights_version = f"checkpoint:{info.path.resolve()}:{info.path.stat().st_mtime_ns}"
     return model.eval(), info
 

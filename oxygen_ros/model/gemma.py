@@ -118,12 +118,23 @@ def _norm(width: int, cond_dim: int | None, eps: float) -> nn.Module:
     return AdaRMSNorm(width, cond_dim, eps) if cond_dim else RMSNorm(width, eps)
 
 
-def rope(x: torch.Tensor, positions: torch.Tensor, max_wavelength: float) -> torch.Tensor:
-    """Rotary embedding, rotate-half form. x: [..., tokens, heads, d]; positions: [..., tokens]."""
-    half = x.shape[-1] // 2
-    exponents = torch.arange(half, device=x.device, dtype=torch.float32) * 2.0 / x.shape[-1]
+def rope_tables(positions: torch.Tensor, head_dim: int, max_wavelength: float,
+                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) [..., tokens, 1, head_dim / 2] of rotary embedding at these positions,
+    computed in float32 once per forward pass and rounded to the activations' dtype, as
+    lerobot's pi05 does (every layer rotates q and k with the same tables)."""
+    half = head_dim // 2
+    exponents = torch.arange(half, device=positions.device, dtype=torch.float32) * 2.0 / head_dim
     inv_timescale = max_wavelength ** -exponents
     radians = positions.to(torch.float32)[..., None, None] * inv_timescale  # [..., T, 1, half]
-    sin, cos = torch.sin(radians), torch.cos(radians)
-    x1, x2 = x.float()[..., :half], x.float()[..., half:]
+    return torch.cos(radians).to(dtype), torch.sin(radians).to(dtype)
+
+
+def rope(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Rotary embedding, rotate-half form. x: [..., tokens, heads, d]; tables: rope_tables(),
+    whose dtype is the one the rotation is computed in (float32 tables: openpi's float32
+    rotation of bf16 activations)."""
+    cos, sin = tables
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)

@@ -11,6 +11,7 @@ from oxygen_ros.model import checkpoint as checkpoints
 from oxygen_ros.model import normalization as norms
 from oxygen_ros.model.config import preset as preset_config
 from oxygen_ros.model.pi05 import Pi05Model
+from oxygen_ros.model.precision import resolve_dtype
 from oxygen_ros.model.tokenizer import ByteTokenizer, PaliGemmaTokenizer
 from oxygen_ros.resources import share_path
 
@@ -45,9 +46,9 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
                vision_heads: int = 0) -> LoadedModel:
     """normalization: "" uses the checkpoint's statistics (an error if it should have them
     and does not), "identity" none. heads: (heads, kv heads, head_dim) for Gemma variants
-    the loader does not know; vision_heads likewise for SigLIP."""
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    the loader does not know; vision_heads likewise for SigLIP. dtype auto: bfloat16 where
+    the device has bf16 matrix units (model/precision.py); the description says why."""
+    dtype, why = resolve_dtype(dtype, device)
     if normalization not in ("", "identity"):
         raise ValueError(f"normalization must be '' (the checkpoint's) or 'identity', not "
                          f"{normalization!r}")
@@ -70,8 +71,8 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
         else:
             norm = norms.load_openpi(directory, asset_id)
         return LoadedModel(model, text, f"{info.format} checkpoint {directory} "
-                           f"({info.num_parameters / 1e6:.1f} M parameters, {dtype} on {device}; "
-                           f"normalization: {norm.source})", norm)
+                           f"({info.num_parameters / 1e6:.1f} M parameters, {dtype} ({why}) "
+                           f"on {device}; normalization: {norm.source})", norm)
     config = preset_config(preset)
     if prefix_attention:
         config = config.with_(prefix_attention=prefix_attention)
@@ -79,4 +80,4 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
     params = sum(p.numel() for p in model.parameters())
     return LoadedModel(model, ByteTokenizer(),
                        f"preset {preset} ({params / 1e6:.1f} M parameters, seed {seed}, "
-                       f"{dtype} on {device})")
+                       f"{dtype} ({why}) on {device})")

@@ -31,7 +31,7 @@ from oxygen_ros.cache.page_table import PageTable
 from oxygen_ros.cache.paged_attention import grouped_attention, paged_attention
 from oxygen_ros.cache.prefix_index import page_keys, root_key
 from oxygen_ros.model.config import ModelConfig
-from oxygen_ros.model.gemma import Gemma, rope
+from oxygen_ros.model.gemma import Gemma, rope, rope_tables
 from oxygen_ros.model.prefix import Prefix
 from oxygen_ros.model.siglip import SiglipVisionModel
 
@@ -39,21 +39,29 @@ Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class Pi05Model(nn.Module):
-    def __init__(self, config: ModelConfig, seed: int = 0):
+    def __init__(self, config: ModelConfig, seed: int = 0, dtype: torch.dtype = torch.float32):
+        """dtype: the parameters are made and drawn in it (the full-size model in bfloat16
+        never exists in float32; the draws differ from float32 ones rounded)."""
         super().__init__()
         self.config = config
         expert_width = config.expert.width
+        default_dtype = torch.get_default_dtype()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.vision = SiglipVisionModel(config.vision)
-            self.projector = nn.Linear(config.vision.width, config.vlm.width)
-            self.language_model = Gemma(config.vlm, config.norm_eps, vocab_size=config.vocab_size)
-            self.expert = Gemma(config.expert, config.norm_eps, cond_dim=expert_width)
-            self.action_in_proj = nn.Linear(config.action_dim, expert_width)
-            self.action_out_proj = nn.Linear(expert_width, config.action_dim)
-            self.time_mlp_in = nn.Linear(expert_width, expert_width)
-            self.time_mlp_out = nn.Linear(expert_width, expert_width)
-            self._init_weights()
+            torch.set_default_dtype(dtype)
+            try:
+                self.vision = SiglipVisionModel(config.vision)
+                self.projector = nn.Linear(config.vision.width, config.vlm.width)
+                self.language_model = Gemma(config.vlm, config.norm_eps,
+                                            vocab_size=config.vocab_size)
+                self.expert = Gemma(config.expert, config.norm_eps, cond_dim=expert_width)
+                self.action_in_proj = nn.Linear(config.action_dim, expert_width)
+                self.action_out_proj = nn.Linear(expert_width, config.action_dim)
+                self.time_mlp_in = nn.Linear(expert_width, expert_width)
+                self.time_mlp_out = nn.Linear(expert_width, expert_width)
+                self._init_weights()
+            finally:
+                torch.set_default_dtype(default_dtype)
         self.scale = config.vlm.head_dim ** -0.5
         # Part of every prefix-index key: cached K/V are only valid for these weights.
         self.weights_version = f"random-init-seed-{seed}"
@@ -117,12 +125,16 @@ class Pi05Model(nn.Module):
         return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb))))
 
     # -- the layer loops -----------------------------------------------------------------
+    def _rope_tables(self, positions: torch.Tensor, dtype: torch.dtype):
+        return rope_tables(positions, self.config.vlm.head_dim, self.config.rope_max_wavelength,
+                           dtype)
+
     def _run_vlm(self, x: torch.Tensor, positions: torch.Tensor, attend: Attend) -> torch.Tensor:
-        wavelength = self.config.rope_max_wavelength
+        tables = self._rope_tables(positions, x.dtype)
         for i, layer in enumerate(self.language_model.layers):
             h, _ = layer.input_layernorm(x)
             q, k, v = layer.self_attn.qkv(h)
-            out = attend(i, rope(q, positions, wavelength), rope(k, positions, wavelength), v)
+            out = attend(i, rope(q, tables), rope(k, tables), v)
             x = x + layer.self_attn.o_proj(out.flatten(-2))
             h, _ = layer.post_attention_layernorm(x)
             x = x + layer.mlp(h)
@@ -130,11 +142,11 @@ class Pi05Model(nn.Module):
 
     def _run_expert(self, x: torch.Tensor, cond: torch.Tensor, positions: torch.Tensor,
                     attend: Attend) -> torch.Tensor:
-        wavelength = self.config.rope_max_wavelength
+        tables = self._rope_tables(positions, x.dtype)
         for i, layer in enumerate(self.expert.layers):
             h, gate = layer.input_layernorm(x, cond)
             q, k, v = layer.self_attn.qkv(h)
-            out = attend(i, rope(q, positions, wavelength), rope(k, positions, wavelength), v)
+            out = attend(i, rope(q, tables), rope(k, tables), v)
             x = x + layer.self_attn.o_proj(out.flatten(-2)) * gate
             h, gate = layer.post_attention_layernorm(x, cond)
             x = x + layer.mlp(h) * gate

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from oxygen_ros.cache.paged_attention import grouped_attention
-from oxygen_ros.model.gemma import RMSNorm, rope
+from oxygen_ros.model.gemma import RMSNorm, rope, rope_tables
 from oxygen_ros.model.pi05 import Pi05Model
 
 
@@ -187,15 +187,16 @@ def forward(model: Pi05Model, batch: TrainingBatch, x_t: torch.Tensor,
 
     cond = model.time_condition(t)
     act_x = model.action_in_proj(x_t.to(model.dtype))
-    wavelength = config.rope_max_wavelength
+    tables = rope_tables(positions, config.vlm.head_dim, config.rope_max_wavelength,
+                         torch.float32)
     layers = list(zip(model.language_model.layers, model.expert.layers))
     for depth, (vlm_layer, expert_layer) in enumerate(layers):
         h_vlm, _ = vlm_layer.input_layernorm(vlm_x)
         h_act, gate_attn = expert_layer.input_layernorm(act_x, cond)
         qv, kv, vv = vlm_layer.self_attn.qkv(h_vlm)
         qa, ka, va = expert_layer.self_attn.qkv(h_act)
-        q = rope(torch.cat([qv, qa], dim=1), positions, wavelength)
-        k = rope(torch.cat([kv, ka], dim=1), positions, wavelength)
+        q = rope(torch.cat([qv, qa], dim=1), tables)
+        k = rope(torch.cat([kv, ka], dim=1), tables)
         last = depth == len(layers) - 1
         out, mass = _attend(model, layout, q, k, torch.cat([vv, va], dim=1),
                             batch.look if last else None)

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.parameters import Spec, build, check_all, parameter, specs
 from oxygen_ros.model.config import PREFIX_ATTENTION, PRESETS
+from oxygen_ros.model.precision import DTYPE_NAMES
 from oxygen_ros.ros.image_conversion import MAX_PIXELS
 
 JOINTS = 14
-DTYPES = ("float32", "bfloat16")   # model.loading.DTYPES' names (that module imports torch)
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,10 @@ class InferenceParameters:
     vision_heads: int = parameter(0, "SigLIP heads (0: from the width, 72 or 64 per head)",
                                   range=(0, 4096))
     device: str = parameter("cpu", "cpu, cuda or cuda:<index>", pattern=r"cpu|cuda(:\d+)?")
-    dtype: str = parameter("float32", "weights and activations", choices=DTYPES)
+    dtype: str = parameter("auto", "weights and activations; auto: bfloat16 where the device "
+                                   "has bf16 matrix units (AMX or AVX512-BF16 on CPU, "
+                                   "tensor cores on CUDA), else float32",
+                           choices=DTYPE_NAMES)
     prefix_attention: str = parameter("", "empty: the model's own",
                                       choices=("",) + PREFIX_ATTENTION)
     torch_threads: int = parameter(0, "torch CPU threads; 0: all cores but one",

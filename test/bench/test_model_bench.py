@@ -1,5 +1,7 @@
 """The model benchmark's numbers are measured and consistent with each other (not timed)."""
 
+import pytest
+
 from oxygen_ros.bench import model as benchmark
 
 
@@ -14,5 +16,37 @@ def test_model_benchmark_reports_consistent_numbers_on_tiny():
                     benchmark.Pi05Model(benchmark.preset("tiny")).language_model.parameters())
     assert result.weight_bytes == 4 * lm_params
     assert result.bandwidth_gb_s > 0 and result.bound_ratio > 0
+    assert result.dtype == "float32" and result.dtype_reason == "as set"
+    assert result.model_bytes == 4 * sum(p.numel() for p in benchmark.Pi05Model(
+        benchmark.preset("tiny")).parameters())
+    assert result.load_s > 0 and result.peak_rss_bytes > result.model_bytes
+    assert result.prefill_gflop > 0 and result.matmul_peak_gflops > 0
+    assert result.prefill_peak_fraction == pytest.approx(
+        result.prefill_gflop / (result.prefill_ms / 1e3) / result.matmul_peak_gflops)
     text = benchmark.report(result)
     assert "decode batch   4" in text and "bandwidth bound" in text
+
+
+def test_two_dtypes_side_by_side_with_their_ratios():
+    runs = [benchmark.run("tiny", dtype=dtype, batches=(1,), decode_steps=1, repeats=1)
+            for dtype in ("float32", "bfloat16")]
+    assert runs[1].model_bytes * 2 == runs[0].model_bytes   # built in bf16, nothing kept
+    text = benchmark.report(runs)
+    header = next(line for line in text.splitlines() if "bf16/fp32" in line)
+    assert "float32" in header and "bfloat16" in header
+    chunk = next(line for line in text.splitlines() if "chunk, new observation" in line)
+    assert chunk.split()[-1] == f"{runs[1].chunk_ms / runs[0].chunk_ms:.2f}"
+
+
+def test_a_pi05_prompt_is_padded_to_200_tokens_and_a_checkpoint_is_loaded(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "write_random_checkpoint.py"
+    subprocess.run([sys.executable, str(tool), str(tmp_path), "--layers", "1", "--vocab",
+                    "512"], check=True, capture_output=True)
+    result = benchmark.run(dtype="bfloat16", checkpoint=str(tmp_path), batches=(1,),
+                           decode_steps=1, repeats=1)
+    assert result.prefix_tokens == 3 * 256 + 200
+    assert result.dtype == "bfloat16" and result.preset.startswith("checkpoint:")

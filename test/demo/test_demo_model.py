@@ -145,3 +145,16 @@ def test_the_episode_engine_is_set_up_as_the_demo_yaml_sets_the_node_up():
                  "memory_max_tokens", "chunk_switch"):
         assert getattr(config, name) == params[name], name
     assert tuple(params["camera_names"]) == config.camera_names
+
+
+def test_bfloat16_follows_float32_on_unseen_worlds(demo):
+    """issue 28's bounds: actions within 0.02 (normalized units), answers the same on at
+    least 95 % of the questions (here two worlds; evaluate-demo --bfloat16-agreement runs
+    all 24)."""
+    from oxygen_ros.demo.evaluate import dtype_agreement
+
+    model, normalization = demo
+    other = load_model(checkpoint="package://oxygen_ros/models/demo", dtype="bfloat16").model
+    agreement = dtype_agreement(model, other, normalization, worlds=2, times=(1.0, 5.0))
+    assert agreement["action_max_difference"] <= 0.02
+    assert agreement["answers_same"] >= 0.95

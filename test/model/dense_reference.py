@@ -7,7 +7,7 @@ softmax(q kᵀ / sqrt(d) + mask) v over concatenated per-layer K/V tensors.
 
 import torch
 
-from oxygen_ros.model.gemma import rope
+from oxygen_ros.model.gemma import rope, rope_tables
 
 
 def attention(q, k, v, mask, scale):
@@ -49,14 +49,15 @@ def vlm_forward(model, cache, x, causal_flags):
     cfg = model.config
     start, count = cache.length, x.shape[0]
     positions = torch.arange(start, start + count)
+    tables = rope_tables(positions[None], cfg.vlm.head_dim, cfg.rope_max_wavelength, x.dtype)
     new = torch.arange(count)
     mask_new = (~causal_flags[None, :]) | (new[None, :] <= new[:, None])
     mask = torch.cat([torch.ones(count, start, dtype=torch.bool), mask_new], dim=1)
     for i, layer in enumerate(model.language_model.layers):
         h, _ = layer.input_layernorm(x)
         q, k, v = layer.self_attn.qkv(h)
-        q = rope(q[None], positions[None], cfg.rope_max_wavelength)[0]
-        k = rope(k[None], positions[None], cfg.rope_max_wavelength)[0]
+        q = rope(q[None], tables)[0]
+        k = rope(k[None], tables)[0]
         keys, values = cache.append(i, k, v)
         x = x + layer.self_attn.o_proj(attention(q, keys, values, mask, model.scale).flatten(-2))
         h, _ = layer.post_attention_layernorm(x)
@@ -79,6 +80,8 @@ def sample_actions(model, cache, noise):
     prefix_len = cache.length
     horizon = noise.shape[0]
     positions = prefix_len + torch.arange(horizon)
+    tables = rope_tables(positions[None], cfg.vlm.head_dim, cfg.rope_max_wavelength,
+                         noise.dtype)
     mask = torch.ones(horizon, prefix_len + horizon, dtype=torch.bool)
     x_t = noise.clone()
     for step in range(steps):
@@ -88,8 +91,8 @@ def sample_actions(model, cache, noise):
         for i, layer in enumerate(model.expert.layers):
             h, gate = layer.input_layernorm(x, cond)
             q, k, v = layer.self_attn.qkv(h[0])
-            q = rope(q[None], positions[None], cfg.rope_max_wavelength)[0]
-            k = rope(k[None], positions[None], cfg.rope_max_wavelength)[0]
+            q = rope(q[None], tables)[0]
+            k = rope(k[None], tables)[0]
             keys = torch.cat([cache.k[i], k])
             values = torch.cat([cache.v[i], v])
             out = attention(q, keys, values, mask, model.scale)

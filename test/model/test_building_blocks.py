@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from oxygen_ros.model.config import GemmaConfig, ModelConfig, preset
-from oxygen_ros.model.gemma import AdaRMSNorm, GemmaMLP, RMSNorm, rope
+from oxygen_ros.model.gemma import AdaRMSNorm, GemmaMLP, RMSNorm, rope, rope_tables
 from oxygen_ros.model.pi05 import Pi05Model
 from oxygen_ros.model.prefix import build_prefix
 from oxygen_ros.model.prompt import discretize_state, pi05_prompt
@@ -48,12 +48,15 @@ def test_geglu_mlp():
 def test_rope_rotates_pairs_and_depends_only_on_relative_position():
     q, k = torch.randn(1, 1, 1, 8, generator=G), torch.randn(1, 1, 1, 8, generator=G)
 
+    def at(x, position):
+        return rope(x, rope_tables(torch.tensor([[position]]), 8, 10_000.0, torch.float32))
+
     def score(pq, pk):
-        return (rope(q, torch.tensor([[pq]]), 10_000.0) * rope(k, torch.tensor([[pk]]), 10_000.0)).sum()
+        return (at(q, pq) * at(k, pk)).sum()
 
     torch.testing.assert_close(score(3, 1), score(10, 8))
-    torch.testing.assert_close(rope(q, torch.tensor([[0]]), 10_000.0), q)
-    rotated = rope(q, torch.tensor([[1]]), 10_000.0)
+    torch.testing.assert_close(at(q, 0), q)
+    rotated = at(q, 1)
     # the first pair rotates by exactly one radian (wavelength exponent 0)
     x1, x2 = q[..., 0], q[..., 4]
     torch.testing.assert_close(rotated[..., 0], x1 * math.cos(1) - x2 * math.sin(1))
