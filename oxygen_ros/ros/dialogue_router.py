@@ -46,10 +46,7 @@ def ask_queue_depth(max_pending_requests: int) -> int:
 def ask_qos(max_pending_requests: int) -> dict:
     """ActionServer keyword arguments: reliable queues ask_queue_depth deep (rclpy's service
     default is 10: 50 clients asking at once left 39 with no answer at all)."""
-    profile = QoSProfile(history=HistoryPolicy.KEEP_LAST,
-                         depth=ask_queue_depth(max_pending_requests),
-                         reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.VOLATILE)
+    profile = _reliable(ask_queue_depth(max_pending_requests))
     return dict(goal_service_qos_profile=profile, result_service_qos_profile=profile,
                 cancel_service_qos_profile=profile, feedback_pub_qos_profile=profile)
 
@@ -59,12 +56,15 @@ def ask_client_qos(clients_at_once: int) -> dict:
     together: a service's answers reach every client's reader and each keeps only its own,
     so a reader rclpy's default 10 deep lost answers meant for it (24 clients at once: 5-10
     never answered, with no error on either side)."""
-    profile = QoSProfile(history=HistoryPolicy.KEEP_LAST,
-                         depth=ask_queue_depth(clients_at_once),
-                         reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.VOLATILE)
+    profile = _reliable(ask_queue_depth(clients_at_once))
     return dict(goal_service_qos_profile=profile, result_service_qos_profile=profile,
                 cancel_service_qos_profile=profile, feedback_sub_qos_profile=profile)
+
+
+def _reliable(depth: int) -> QoSProfile:
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth,
+                      reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.VOLATILE)
 
 
 @dataclass
