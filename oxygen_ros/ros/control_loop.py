@@ -2,10 +2,9 @@
 real-time scheduled where the OS allows (no ROS).
 
 Not an executor timer: the executor's one waiting thread also serves every service,
-subscription and graph event. Not the normal scheduler when it can be helped: a process
-starting beside the node (a `ros2` command joining the graph) took the CPU from the tick
-for 60-300 ms. With SCHED_FIFO a tick waits only for its time and the interpreter lock,
-as ros2_control's controller manager runs its loop."""
+subscription and graph event. Not the normal scheduler when it can be helped (as
+ros2_control's controller manager runs its loop): on a busy core a tick waited a time
+slice (40-52 ms intervals at 50 Hz in the participants test)."""
 
 import math
 import os
@@ -18,18 +17,14 @@ class ControlLoop:
     """Calls tick() every period_s, phase kept: a late tick does not bring a burst of the
     ones it missed, the next comes at the next multiple of the period."""
 
-    def __init__(self, period_s: float, tick: Callable[[], None], priority: int = 0,
-                 name: str = "oxygen-control", clock: Callable[[], float] = time.monotonic):
-        self.period_s, self.tick, self.clock, self.priority = period_s, tick, clock, priority
-        self._stop, self._scheduled = threading.Event(), threading.Event()
-        self.scheduling, self.refused = "", False
+    def __init__(self, period_s: float, tick: Callable[[], None], name: str = "oxygen-control",
+                 clock: Callable[[], float] = time.monotonic):
+        self.period_s, self.tick, self.clock = period_s, tick, clock
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
-        """Start ticking, once the thread is scheduled: `scheduling` says how, in words, and
-        `refused` whether the OS refused the real-time priority (the words say why)."""
         self._thread.start()
-        self._scheduled.wait()
 
     def stop(self, timeout_s: float = 2.0) -> None:
         """No tick starts after this returns (one in progress finishes first)."""
@@ -38,8 +33,6 @@ class ControlLoop:
             self._thread.join(timeout_s)
 
     def _run(self) -> None:
-        self.refused, self.scheduling = real_time_scheduling(self.priority)
-        self._scheduled.set()
         due = self.clock() + self.period_s
         while not self._stop.wait(max(0.0, due - self.clock())):
             self.tick()
@@ -53,8 +46,10 @@ def next_due(due: float, now: float, period_s: float) -> float:
 
 
 def real_time_scheduling(priority: int) -> tuple[bool, str]:
-    """Put the calling thread under SCHED_FIFO at priority (1-99; 0 leaves it alone);
-    (refused, how it is scheduled)."""
+    """Put the calling thread, and the threads it starts from now on, under SCHED_FIFO at
+    priority (1-99; 0 leaves it alone); (refused, how it is scheduled). A process calls it
+    before starting any thread: a thread under the normal scheduler that holds the
+    interpreter lock when a tick is due makes the tick wait for the CPU like any other."""
     if priority == 0:
         return False, "normal scheduler (control_priority 0)"
     try:

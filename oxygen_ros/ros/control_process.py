@@ -1,7 +1,9 @@
 """The control process: publishes the inference node's per-step commands at control_rate_hz
 from the plans the node sends it (control_link.py says why a process of its own).
 
-Its control loop (ControlLoop, SCHED_FIFO where allowed) runs the CommandGate — watchdog,
+The whole process runs SCHED_FIFO at control_priority where the OS allows (every thread of
+it: one that holds the interpreter lock must not wait for the CPU while a tick is due).
+Its control loop (ControlLoop) runs the CommandGate — watchdog,
 NaN guard, clamps, held steps — over an ActionStream of the node's plans; its main thread
 takes the node's messages. It has no services (nothing here waits on a client) and ends
 when the node's socket closes, on SIGINT or SIGTERM."""
@@ -25,7 +27,7 @@ from std_msgs.msg import Float64MultiArray
 from oxygen_ros.engine.action_stream import ActionStream
 from oxygen_ros.ros import control_link, qos
 from oxygen_ros.ros.command_gate import CommandGate
-from oxygen_ros.ros.control_loop import ControlLoop
+from oxygen_ros.ros.control_loop import ControlLoop, real_time_scheduling
 
 STATUS_EVERY = 5        # ticks between status reports to the node
 
@@ -43,7 +45,7 @@ class ControlProcess:
         self._reported: Counter = Counter()
         self._times: list = []
         self.ticks = 0
-        self.loop = ControlLoop(1.0 / args.rate, self.tick, args.priority)
+        self.loop = ControlLoop(1.0 / args.rate, self.tick)
 
     def take(self, message: bytes) -> None:
         kind, fields = control_link.decode(message)
@@ -114,6 +116,7 @@ def parse(argv):
 def main(argv=None) -> int:
     argv = sys.argv if argv is None else argv
     args = parse(remove_ros_args(argv)[1:])
+    refused, scheduling = real_time_scheduling(args.priority)   # before any thread starts
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -127,8 +130,7 @@ def main(argv=None) -> int:
     spinner = threading.Thread(target=lambda: _spin(executor, stop), daemon=True)
     spinner.start()
     control.loop.start()
-    link.send(control_link.READY + (b"1" if control.loop.refused else b"0")
-              + control.loop.scheduling.encode())
+    link.send(control_link.READY + (b"1" if refused else b"0") + scheduling.encode())
     try:
         while not stop.is_set():
             if not select.select([link], [], [], 0.1)[0]:

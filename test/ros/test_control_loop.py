@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from oxygen_ros.ros.control_loop import ControlLoop, next_due
+from oxygen_ros.ros.control_loop import ControlLoop, next_due, real_time_scheduling
 
 
 def test_next_due_keeps_the_phase_and_skips_missed_ticks():
@@ -32,27 +32,26 @@ def test_the_loop_ticks_until_stopped_and_not_after():
     assert len(ticks) == count
 
 
-def test_the_loop_thread_runs_real_time_where_the_os_allows_and_says_so_where_not():
+def test_real_time_scheduling_where_the_os_allows_it_and_the_reason_where_not():
     import os
     seen = {}
 
-    def tick():
-        seen.setdefault("policy", os.sched_getscheduler(threading.get_native_id()))
-        seen.setdefault("priority", os.sched_getparam(threading.get_native_id()).sched_priority)
+    def scheduled_thread():
+        seen["refused"], seen["scheduling"] = real_time_scheduling(20)
+        child = threading.Thread(target=lambda: seen.setdefault(
+            "child", (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)))
+        child.start()
+        child.join()
+        seen["self"] = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
 
-    loop = ControlLoop(0.001, tick, priority=20)
-    loop.start()
-    while "priority" not in seen:
-        threading.Event().wait(0.01)
-    loop.stop()
-    if loop.refused:   # not root, no rtprio limit
-        assert seen == {"policy": os.SCHED_OTHER, "priority": 0}
-        assert "refused" in loop.scheduling and "rtprio" in loop.scheduling
-    else:
-        assert seen == {"policy": os.SCHED_FIFO, "priority": 20}
-        assert loop.scheduling == "SCHED_FIFO priority 20"
+    thread = threading.Thread(target=scheduled_thread)
+    thread.start()
+    thread.join()
+    if seen["refused"]:   # not root, no rtprio limit
+        assert seen["self"] == seen["child"] == (os.SCHED_OTHER, 0)
+        assert "refused" in seen["scheduling"] and "rtprio" in seen["scheduling"]
+    else:                  # the thread and the threads it starts
+        assert seen["self"] == seen["child"] == (os.SCHED_FIFO, 20)
+        assert seen["scheduling"] == "SCHED_FIFO priority 20"
     assert os.sched_getscheduler(0) == os.SCHED_OTHER      # the rest of the process is not
-    normal = ControlLoop(1.0, lambda: None, priority=0)
-    normal.start()
-    normal.stop()
-    assert not normal.refused and "normal scheduler" in normal.scheduling
+    assert real_time_scheduling(0) == (False, "normal scheduler (control_priority 0)")
