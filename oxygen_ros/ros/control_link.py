@@ -75,6 +75,10 @@ class ControlLink:
                  priority: int, lower: Sequence[float], upper: Sequence[float],
                  watchdog_s: float, hold: bool, blend_s: float, publish: bool,
                  use_sim_time: bool):
+        self.settings = dict(node_name=node_name, namespace=namespace, topic=topic,
+                             rate_hz=rate_hz, priority=priority, lower=lower, upper=upper,
+                             watchdog_s=watchdog_s, hold=hold, blend_s=blend_s,
+                             publish=publish, use_sim_time=use_sim_time)
         self._socket, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         for end in (self._socket, child):
             end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MAX_MESSAGE)

@@ -14,6 +14,18 @@ from std_msgs.msg import Float64MultiArray
 from oxygen_ros.ros import qos
 
 
+def call(executor, client, request, attempts: int = 4, timeout_s: float = 5.0):
+    """The response, asking again when none came: Fast DDS drops a response to a client
+    the server has not matched yet (as a robust client does, unlike `ros2 param`)."""
+    for _ in range(attempts):
+        future = client.call_async(request)
+        executor.spin_until_future_complete(future, timeout_sec=timeout_s)
+        if future.result() is not None:
+            return future.result()
+        client.remove_pending_request(future)
+    return None
+
+
 def visit(index: int, domain: int) -> bool:
     """One participant's life; True when it found the inference node and its commands."""
     context = Context()
@@ -31,16 +43,14 @@ def visit(index: int, domain: int) -> bool:
             return False
         node.get_node_names_and_namespaces()
         node.get_topic_names_and_types()
-        future = listing.call_async(ListParameters.Request())
-        executor.spin_until_future_complete(future, timeout_sec=20.0)
-        names = list(future.result().result.names) if future.result() else []
-        future = getting.call_async(GetParameters.Request(names=names))
-        executor.spin_until_future_complete(future, timeout_sec=20.0)
+        listed = call(executor, listing, ListParameters.Request())
+        names = list(listed.result.names) if listed else []
+        got = call(executor, getting, GetParameters.Request(names=names))
         for _ in range(200):
             if len(commands) >= 5:
                 break
             executor.spin_once(timeout_sec=0.05)
-        return bool(names) and future.result() is not None and len(commands) >= 5
+        return bool(names) and got is not None and len(commands) >= 5
     finally:
         executor.shutdown()
         node.destroy_node()
