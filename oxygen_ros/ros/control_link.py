@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import MutableMapping, Optional, Sequence
 
 import numpy as np
@@ -67,31 +68,47 @@ def decode(message: bytes):
     raise ValueError(f"unknown control message {kind!r}")
 
 
+@dataclass(frozen=True)
+class ControlSettings:
+    """What the control process is started with; a reconfigure with equal settings keeps
+    the running one."""
+    node_name: str
+    namespace: str
+    topic: str
+    rate_hz: float
+    priority: int
+    lower: tuple
+    upper: tuple
+    watchdog_s: float
+    hold: bool
+    blend_s: float
+    publish: bool
+    use_sim_time: bool
+
+    def argv(self, fd: int) -> list[str]:
+        return [sys.executable, "-m", "oxygen_ros.ros.control_process",
+                "--fd", str(fd), "--topic", self.topic, "--rate", repr(self.rate_hz),
+                "--priority", str(self.priority), "--watchdog", repr(self.watchdog_s),
+                "--blend", repr(self.blend_s), "--lower", *map(repr, self.lower),
+                "--upper", *map(repr, self.upper)] \
+            + (["--hold"] if self.hold else []) + ([] if self.publish else ["--dry-run"]) \
+            + ["--ros-args", "-r", f"__node:={self.node_name}_control",
+               "-r", f"__ns:={self.namespace}",
+               "-p", f"use_sim_time:={str(self.use_sim_time).lower()}",
+               # no services: a response to a new client blocks (see above)
+               "-p", "start_type_description_service:=false"]
+
+
 class ControlLink:
     """Starts the control process and talks to it. Sends never block: a control process
     that stopped reading loses messages instead of stalling the node."""
 
-    def __init__(self, *, node_name: str, namespace: str, topic: str, rate_hz: float,
-                 priority: int, lower: Sequence[float], upper: Sequence[float],
-                 watchdog_s: float, hold: bool, blend_s: float, publish: bool,
-                 use_sim_time: bool):
-        self.settings = dict(node_name=node_name, namespace=namespace, topic=topic,
-                             rate_hz=rate_hz, priority=priority, lower=lower, upper=upper,
-                             watchdog_s=watchdog_s, hold=hold, blend_s=blend_s,
-                             publish=publish, use_sim_time=use_sim_time)
+    def __init__(self, settings: ControlSettings):
+        self.settings = settings
         self._socket, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         for end in (self._socket, child):
             end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MAX_MESSAGE)
-        argv = [sys.executable, "-m", "oxygen_ros.ros.control_process",
-                "--fd", str(child.fileno()), "--topic", topic, "--rate", repr(rate_hz),
-                "--priority", str(priority), "--watchdog", repr(watchdog_s),
-                "--blend", repr(blend_s), "--lower", *map(repr, lower),
-                "--upper", *map(repr, upper)] \
-            + (["--hold"] if hold else []) + ([] if publish else ["--dry-run"]) \
-            + ["--ros-args", "-r", f"__node:={node_name}_control", "-r", f"__ns:={namespace}",
-               "-p", f"use_sim_time:={str(use_sim_time).lower()}",
-               # no services: a response to a new client blocks (see above)
-               "-p", "start_type_description_service:=false"]
+        argv = settings.argv(child.fileno())
         self.process = subprocess.Popen(argv, pass_fds=(child.fileno(),),
                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
         child.close()
@@ -153,3 +170,13 @@ class ControlLink:
             self.process.kill()
             return self.process.wait()
 
+
+
+def running_link(link: Optional[ControlLink], settings: ControlSettings) -> ControlLink:
+    """`link` where it runs with these settings, else a new one (the old one closed): a new
+    control process is a new DDS participant, and each grew the node by ~0.6 MB."""
+    if link is not None and link.settings == settings and link.running():
+        return link
+    if link is not None:
+        link.close()
+    return ControlLink(settings)

@@ -34,7 +34,7 @@ STATUS_EVERY = 5        # ticks between status reports to the node
 
 class ControlProcess:
     def __init__(self, node: Node, link: socket.socket, args):
-        self.node, self.link = node, link
+        self.link, self.clock, self.logger = link, node.get_clock(), node.get_logger()
         self.publish = not args.dry_run
         self.publisher = node.create_publisher(Float64MultiArray, args.topic, qos.COMMAND)
         self.counters: Counter = Counter()
@@ -69,8 +69,8 @@ class ControlProcess:
     def _command(self) -> None:
         age = None if self.arrival is None else time.monotonic() - self.arrival
         tick = self.gate.tick(
-            age, lambda: self.stream.action_at(self.node.get_clock().now().nanoseconds * 1e-9))
-        logger = self.node.get_logger()
+            age, lambda: self.stream.action_at(self.clock.now().nanoseconds * 1e-9))
+        logger = self.logger
         if tick.tripped:
             self.stream.clear()
             logger.error(f"no fresh observation for {age or float('inf'):.3f} s: "

@@ -41,7 +41,7 @@ from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observatio
 from oxygen_ros.ros import control_link, conversions, diagnostics, inference_health, qos
 from oxygen_ros.ros import ros_parameters
 from oxygen_ros.ros.command_gate import CommandGate
-from oxygen_ros.ros.control_link import ControlLink
+from oxygen_ros.ros.control_link import ControlSettings
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.dialogue_router import DialogueRouter
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
@@ -129,31 +129,19 @@ class InferenceNode(LifecycleNode):
         self._thread = threading.Thread(target=self._engine_loop, name="oxygen-engine",
                                         args=(self.engine, self._stop), daemon=True)
         self._thread.start()
-        self._start_control(dict(
-            node_name=self.get_name(), namespace=self.get_namespace(),
-            topic=self.resolve_topic_name(params.command_topic), rate_hz=params.control_rate_hz,
-            priority=params.control_priority, lower=params.joint_lower_limits,
-            upper=params.joint_upper_limits, watchdog_s=self.watchdog_s,
-            hold=params.watchdog_action == "hold", publish=not self.dry_run,
+        self._control = control_link.running_link(getattr(self, "_control", None), ControlSettings(
+            self.get_name(), self.get_namespace(), self.resolve_topic_name(params.command_topic),
+            params.control_rate_hz, params.control_priority, params.joint_lower_limits,
+            params.joint_upper_limits, self.watchdog_s, params.watchdog_action == "hold",
             # RTC chunks continue the plan they replace, so only the cross-fade fades
-            blend_s=config.blend_s if config.chunk_switch == "crossfade" else 0.0,
-            use_sim_time=self.get_parameter("use_sim_time").value))
+            config.blend_s if config.chunk_switch == "crossfade" else 0.0, not self.dry_run,
+            self.get_parameter("use_sim_time").value))
         if self._control.refused:
             self.get_logger().warning(f"control loop: {self._control.scheduling}")
         self.get_logger().info(f"model {self.model.description}; {config.num_pages} KV pages; "
                                f"{self.torch_threads} torch threads; control loop: "
                                f"{self._control.scheduling}")
         self._report_capacity()
-
-    def _start_control(self, settings: dict) -> None:
-        """The control process for these settings: the running one where they are the same
-        (a new one is a new DDS participant, and each grew this process by ~0.6 MB)."""
-        control = getattr(self, "_control", None)
-        if control is not None and control.settings == settings and control.running():
-            return
-        if control is not None:
-            control.close()
-        self._control = ControlLink(**settings)
 
     def _load_model(self, params: InferenceParameters, seed: int) -> None:
         self.model = load_model(preset=params.preset, checkpoint=params.checkpoint,
