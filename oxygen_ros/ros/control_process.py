@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
@@ -30,6 +30,7 @@ from oxygen_ros.ros.command_gate import CommandGate
 from oxygen_ros.ros.control_loop import ControlLoop, real_time_scheduling
 
 STATUS_EVERY = 5        # ticks between status reports to the node
+TIMES_KEPT = 500        # while the node does not read: as many as it keeps itself
 
 
 class ControlProcess:
@@ -43,7 +44,7 @@ class ControlProcess:
         self.active = False
         self.arrival = None          # monotonic time the newest observation reached the node
         self._reported: Counter = Counter()
-        self._times: list = []
+        self._times: deque = deque(maxlen=TIMES_KEPT)   # command times not yet reported
         self.ticks = 0
         self.loop = ControlLoop(1.0 / args.rate, self.tick)
 
@@ -70,16 +71,15 @@ class ControlProcess:
         age = None if self.arrival is None else time.monotonic() - self.arrival
         tick = self.gate.tick(
             age, lambda: self.stream.action_at(self.clock.now().nanoseconds * 1e-9))
-        logger = self.logger
         if tick.tripped:
             self.stream.clear()
-            logger.error(f"no fresh observation for {age or float('inf'):.3f} s: "
+            self.logger.error(f"no fresh observation for {age or float('inf'):.3f} s: "
                          "watchdog stops new actions")
         if tick.resumed:
-            logger.info("observations are back: actions resume")
+            self.logger.info("observations are back: actions resume")
         if tick.non_finite:
             self.counters["non_finite_command"] += 1
-            logger.warning("non_finite_command: command skipped", throttle_duration_sec=5.0)
+            self.logger.warning("non_finite_command: command skipped", throttle_duration_sec=5.0)
         if tick.command is not None:
             self._times.append(time.monotonic())
             self.counters["commands"] += 1
@@ -95,7 +95,7 @@ class ControlProcess:
         except OSError:   # the node is not reading (or gone): reported with the next one
             return
         self._reported.update(dict(zip(control_link.COUNTERS, increments)))
-        self._times = []
+        self._times.clear()
 
 
 def parse(argv):
