@@ -20,6 +20,8 @@ from typing import MutableMapping, Optional, Sequence
 
 import numpy as np
 
+from oxygen_ros.ros.control_dds import control_environment
+
 PLAN, OBSERVED, STATE, READY, STATUS = b"P", b"O", b"S", b"R", b"T"
 COUNTERS = ("commands", "held_commands", "clamped_values", "watchdog_trips",
             "non_finite_command")
@@ -110,7 +112,7 @@ class ControlLink:
             end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MAX_MESSAGE)
         argv = settings.argv(child.fileno())
         self.process = subprocess.Popen(argv, pass_fds=(child.fileno(),),
-                                        env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                        env=control_environment(os.environ))
         child.close()
         self._socket.setblocking(False)
         self.stale = True        # the watchdog's state, as last reported

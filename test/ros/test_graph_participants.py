@@ -2,9 +2,12 @@
 inference node as the ros2 CLI does: node and topic lists, its parameters, a subscription
 to its commands. (In the node's own process it did not: rclpy holds the interpreter lock
 while a service response waits for DDS to match a new client, and commands had gaps of
-60-640 ms whenever a `ros2` command joined.)"""
+60-640 ms whenever a `ros2` command joined. With shared memory in the control process's
+participant, on Jazzy's Fast DDS 2.14 a publish waited 0.3-1.9 s for a joining
+subscriber's shared-memory port: control_dds.py.)"""
 
 import time
+from pathlib import Path
 
 from graph_helpers import Probe, executable, write_params
 
@@ -45,5 +48,19 @@ def test_participants_joining_and_leaving_leave_the_command_period_alone(
         assert min(float(r["action_rate_hz"]) for r in reports) >= 48.0, reports
         assert probe.counter("inference", "watchdog_trips") == trips, \
             "".join(inference.lines)[-2000:]
+        threads = control_process_threads(inference.pid)
+        assert any(name.startswith("dds.") for name in threads), threads   # Fast DDS's
+        assert not [name for name in threads if name.startswith("dds.shm")], threads
     finally:
         probe.close()
+
+
+def control_process_threads(node_pid: int) -> list[str]:
+    """The names of the threads of the node's control process (the one child running
+    oxygen_ros.ros.control_process)."""
+    children = Path(f"/proc/{node_pid}/task/{node_pid}/children").read_text().split()
+    control = [pid for pid in children
+               if b"oxygen_ros.ros.control_process" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(control) == 1, children
+    return sorted(path.read_text().strip()
+                  for path in Path(f"/proc/{control[0]}/task").glob("*/comm"))
