@@ -2,7 +2,6 @@
 with the plain flow-matching sampler, or (chunk_switch rtc) guided by Real-Time Chunking
 toward the plan in force, which it keeps in the model's normalized action space."""
 
-import dataclasses
 import math
 from typing import Optional, Sequence
 
@@ -63,34 +62,44 @@ class ActionTask:
         ceil(delay_s / dt) steps are frozen to the plan in force. The chunk becomes the plan
         in force; stamp None (calibration) leaves the plan alone and, with RTC, guides
         toward a still plan so that the measured cost is the guided one."""
-        noise = self.noise(frame_id)
-        previous = None
-        if self.rtc is not None:
-            if stamp is None:
-                previous = torch.zeros(self.model.config.action_horizon,
-                                       self.model.config.action_dim)
-            else:
-                previous = self.leftover(stamp)
-        if previous is None:
-            actions = self.model.sample_actions(tables, noise, cache)[0].float()
-            self.inference_delay = 0
-        else:
-            self.inference_delay = max(0, math.ceil(delay_s / self.dt - 1e-9))
-            actions = self._guided(tables, cache, noise, previous)[0]
-        if stamp is not None:
-            self.plan = (actions.detach().cpu(), stamp)
-            self.guided = previous is not None
-        return actions.detach().cpu().numpy()
+        return run_together([self], tables, cache, [frame_id], [stamp], [delay_s])[0]
 
-    @torch.no_grad()
-    def _guided(self, tables, cache, noise, previous) -> torch.Tensor:
-        # the steps that run while the chunk is computed stay frozen whatever the horizon
-        # (lerobot caps the delay by the horizon instead, leaving the later ones unguided)
-        settings = self.rtc
-        if self.inference_delay > settings.execution_horizon:
-            settings = dataclasses.replace(settings, execution_horizon=self.inference_delay)
-        inputs = self.model.action_inputs(tables, cache)
-        return rtc.integrate(
-            lambda x, t: self.model.velocity(inputs, x, t, cache),
-            noise.to(self.model.device), self.model.config.num_denoise_steps,
-            previous.to(self.model.device), self.inference_delay, settings)
+    def guided_by(self, stamp: Optional[float], delay_s: float):
+        """(leftover, frozen steps) this task's next chunk continues, or None (plain)."""
+        if self.rtc is None:
+            return None
+        if stamp is None:
+            config = self.model.config
+            previous = torch.zeros(config.action_horizon, config.action_dim)
+        else:
+            previous = self.leftover(stamp)
+        if previous is None:
+            return None
+        return previous, max(0, math.ceil(delay_s / self.dt - 1e-9))
+
+
+def run_together(tasks: Sequence[ActionTask], tables: Sequence[PageTable], cache: KVCache,
+                 frame_ids: Sequence[int], stamps: Sequence[Optional[float]],
+                 delays_s: Sequence[float]) -> list[np.ndarray]:
+    """One batched action-expert pass for several tasks (robots), row i reading tables[i]
+    and continuing tasks[i]'s own plan: each chunk is the one tasks[i].run would make
+    alone (same noise, same guidance). Each becomes its task's plan in force."""
+    model = tasks[0].model
+    noise = torch.cat([task.noise(frame_id) for task, frame_id in zip(tasks, frame_ids)])
+    rows = [task.guided_by(stamp, delay)
+            for task, stamp, delay in zip(tasks, stamps, delays_s)]
+    if all(row is None for row in rows):
+        actions = model.sample_actions(tables, noise, cache).float()
+    else:
+        settings = tasks[0].rtc
+        inputs = model.action_inputs(tables, cache)
+        actions = rtc.integrate(lambda x, t: model.velocity(inputs, x, t, cache),
+                                noise.to(model.device), model.config.num_denoise_steps,
+                                rtc.guide(rows, noise, settings), settings)
+    chunks = actions.detach().cpu()
+    for task, row, stamp, chunk in zip(tasks, rows, stamps, chunks):
+        task.inference_delay = 0 if row is None else row[1]
+        if stamp is not None:
+            task.plan = (chunk, stamp)
+            task.guided = row is not None
+    return [chunk.numpy() for chunk in chunks]

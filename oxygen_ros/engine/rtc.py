@@ -22,7 +22,8 @@ same weights, noise and previous chunk give the same chunk. Two guidance variant
 """
 
 import math
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -63,27 +64,41 @@ def guidance_weight(time: float, max_guidance_weight: float) -> torch.Tensor:
     return torch.minimum(torch.nan_to_num(c * inv_r2, posinf=limit), limit)
 
 
-def target(previous: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """The previous chunk's leftover [T', A'] padded with zeros to the chunk's [B, H, A]."""
-    if previous.dim() < 3:
-        previous = previous[None]
+@dataclass(frozen=True)
+class Guide:
+    """What a batch of chunks is guided toward: per row, the plan in force's leftover
+    (zero-padded) and its weights; a row with no plan in force has weight 0 everywhere,
+    which leaves its velocity, and so its chunk, the plain sampler's."""
+    goal: torch.Tensor        # [B, H, A] float32
+    weights: torch.Tensor     # [B, H, 1]
+
+
+def guide(rows: Sequence[Optional[tuple[torch.Tensor, int]]], like: torch.Tensor,
+          settings: RTCSettings) -> Guide:
+    """The Guide for chunks shaped `like` [B, H, A]: row i continues rows[i] = (leftover
+    [T', A'] indexed from the new chunk's step 0, inference_delay), or None. The steps
+    frozen by the delay stay frozen whatever the horizon (lerobot caps the delay by the
+    horizon instead, leaving the later ones unguided)."""
     batch, horizon, dims = like.shape
-    if previous.shape[1] < horizon or previous.shape[2] < dims:
-        padded = torch.zeros(batch, horizon, dims, device=like.device)
-        padded[:, :previous.shape[1], :previous.shape[2]] = previous
-        previous = padded
-    return previous.to(like.device, torch.float32)
+    goal = torch.zeros(batch, horizon, dims)
+    weights = torch.zeros(batch, horizon, 1)
+    for row, guided in enumerate(rows):
+        if guided is None:
+            continue
+        previous, delay = guided
+        length, width = min(previous.shape[0], horizon), min(previous.shape[1], dims)
+        goal[row, :length, :width] = previous[:length, :width].float()
+        end = min(max(settings.execution_horizon, delay), previous.shape[0])
+        weights[row, :, 0] = prefix_weights(delay, end, horizon,
+                                            settings.prefix_attention_schedule)
+    return Guide(goal.to(like.device), weights.to(like.device))
 
 
-def guided_velocity(x_t: torch.Tensor, previous: torch.Tensor, inference_delay: int,
-                    time: float, velocity: Callable[[torch.Tensor], torch.Tensor],
+def guided_velocity(x_t: torch.Tensor, guidance: Guide, time: float,
+                    velocity: Callable[[torch.Tensor], torch.Tensor],
                     settings: RTCSettings) -> torch.Tensor:
-    """One step's velocity [B, H, A] at `time`, corrected toward the leftover `previous`
-    of the plan in force (indexed from the new chunk's step 0)."""
-    horizon = min(settings.execution_horizon, previous.shape[-2])
-    goal = target(previous, x_t)
-    weights = prefix_weights(inference_delay, horizon, x_t.shape[1],
-                             settings.prefix_attention_schedule).to(x_t.device)[None, :, None]
+    """One step's velocity [B, H, A] at `time`, corrected toward each row's goal."""
+    goal, weights = guidance.goal, guidance.weights
     if settings.guidance == "vjp":
         with torch.enable_grad():
             x = x_t.detach().requires_grad_(True)
@@ -99,16 +114,15 @@ def guided_velocity(x_t: torch.Tensor, previous: torch.Tensor, inference_delay: 
 
 
 def integrate(velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-              noise: torch.Tensor, steps: int, previous: torch.Tensor,
-              inference_delay: int, settings: RTCSettings) -> torch.Tensor:
+              noise: torch.Tensor, steps: int, guidance: Guide,
+              settings: RTCSettings) -> torch.Tensor:
     """Euler from noise at t = 1 to actions at t = 0 (the plain sampler's loop), each step
-    guided toward `previous`."""
+    guided toward the Guide's goals."""
     dt = -1.0 / steps
     x = noise.float()
     for step in range(steps):
         time = 1.0 + step * dt
         t = torch.full((x.shape[0],), time, device=x.device)
-        v = guided_velocity(x, previous, inference_delay, time,
-                            lambda x_in, t=t: velocity(x_in, t), settings)
+        v = guided_velocity(x, guidance, time, lambda x_in, t=t: velocity(x_in, t), settings)
         x = x + dt * v
     return x

@@ -129,7 +129,8 @@ def test_vjp_correction_is_the_error_pulled_back_through_the_denoiser(make_prefi
     for guidance in ("vjp", "error"):
         settings = rtc.RTCSettings(execution_horizon=3, guidance=guidance)
         with torch.no_grad():
-            out[guidance] = rtc.guided_velocity(x, previous, delay, time, velocity, settings)
+            out[guidance] = rtc.guided_velocity(x, rtc.guide([(previous, delay)], x, settings),
+                                                time, velocity, settings)
     with torch.no_grad():
         v = velocity(x)
         weights = rtc.prefix_weights(delay, 3, shape[1], "linear")[None, :, None].double()

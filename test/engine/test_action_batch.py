@@ -1,0 +1,78 @@
+"""Several robots' chunks in one batched action-expert pass (run_together): each row reads
+its own prefix pages and continues its own plan in force, and comes out as the chunk the
+robot's task makes alone."""
+
+import numpy as np
+import pytest
+import torch
+
+from oxygen_ros.cache.kv_cache import KVCache
+from oxygen_ros.engine.action_task import ActionTask, run_together
+from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.model.config import preset
+from oxygen_ros.model.pi05 import Pi05Model
+
+DT = 0.02
+
+
+@pytest.fixture(scope="module")
+def model():
+    return Pi05Model(preset("tiny").with_(action_horizon=32, num_denoise_steps=10),
+                     seed=0).eval()
+
+
+@pytest.fixture
+def two_robots(model, make_prefix):
+    cache = KVCache.for_model(model.config, 128, 16, 2, model.dtype, model.device)
+    tables = [model.prefill(make_prefix(model.config, seed=seed), cache) for seed in (0, 1)]
+    return cache, tables
+
+
+def task(model, guidance="error", plan_seed=None):
+    task = ActionTask(model, EngineConfig(chunk_switch="rtc", action_dt_s=DT,
+                                          rtc_guidance=guidance))
+    if plan_seed is not None:
+        generator = torch.Generator().manual_seed(plan_seed)
+        task.plan = (torch.randn(32, model.config.action_dim, generator=generator), 0.0)
+    return task
+
+
+@pytest.mark.parametrize("guidance", ["error", "vjp"])
+def test_two_robots_batched_continue_each_their_own_plan(model, two_robots, guidance):
+    cache, tables = two_robots
+    stamp, delays = 4 * DT, [3 * DT, 6 * DT]       # robot a froze 3 steps, robot b 6
+    alone = [task(model, guidance, plan_seed=seed).run([table], cache, frame_id=frame,
+                                                     stamp=stamp, delay_s=delay)
+             for seed, table, frame, delay in zip((10, 11), tables, (7, 8), delays)]
+    a, b = task(model, guidance, plan_seed=10), task(model, guidance, plan_seed=11)
+    plans = [a.plan[0].numpy(), b.plan[0].numpy()]
+    together = run_together([a, b], tables, cache, [7, 8], [stamp, stamp], delays)
+    for mine, solo in zip(together, alone):
+        np.testing.assert_allclose(mine, solo, atol=1e-5)
+    assert (a.inference_delay, b.inference_delay) == (3, 6) and a.guided and b.guided
+    for chunk, plan, other, frozen in ((together[0], plans[0], plans[1], 3),
+                                       (together[1], plans[1], plans[0], 6)):
+        own_gap = np.abs(chunk[:frozen] - plan[4:4 + frozen]).mean()
+        other_gap = np.abs(chunk[:frozen] - other[4:4 + frozen]).mean()
+        assert own_gap * 5 < other_gap, (own_gap, other_gap)
+    # each is now its robot's plan in force
+    np.testing.assert_array_equal(a.plan[0].numpy(), together[0])
+    np.testing.assert_array_equal(b.plan[0].numpy(), together[1])
+
+
+def test_a_robot_without_a_plan_gets_the_plain_samplers_chunk_beside_a_guided_one(
+        model, two_robots):
+    cache, tables = two_robots
+    fresh, continuing = task(model), task(model, plan_seed=12)
+    together = run_together([fresh, continuing], tables, cache, [5, 6], [0.1, 0.1],
+                            [0.06, 0.06])
+    plain = model.sample_actions(tables[:1], fresh.noise(5), cache)[0].numpy()
+    np.testing.assert_allclose(together[0], plain, atol=1e-5)
+    assert not fresh.guided and fresh.inference_delay == 0 and continuing.guided
+
+
+def test_more_robots_than_the_action_tier_holds_is_an_error(model, two_robots):
+    cache, tables = two_robots
+    tasks = [task(model) for _ in range(3)]
+    with pytest.raises(ValueError, match="exceed the action tier"):
+        run_together(tasks, tables + tables[:1], cache, [0, 1, 2], [0.0] * 3, [0.0] * 3)
