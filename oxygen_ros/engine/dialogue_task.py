@@ -14,7 +14,7 @@ class DialogueTask:
         self.config = config
 
     def request(self, request_id: int, text: str, now: float,
-                max_tokens: int | None = None) -> LanguageRequest:
+                max_tokens: int | None = None, robot: str = "") -> LanguageRequest:
         prompt = self.tokenizer.encode(self.config.dialogue_template.format(text=text), bos=False)
         limit = self.config.max_request_tokens
         return LanguageRequest(
@@ -22,4 +22,4 @@ class DialogueTask:
             max_tokens=max_tokens or self.config.dialogue_max_tokens, arrival=now,
             stream=self.tokenizer.stream(),
             generator=torch.Generator().manual_seed(self.config.seed * 7919 + request_id),
-            truncated=len(prompt) > limit)
+            truncated=len(prompt) > limit, robot=robot)

@@ -1,6 +1,7 @@
-"""EngineCore: what every serving mode shares — tasks, request intake and limits, prefix
-building, the frame clock, emitting chunks and text. The modes (oxygen.py, baselines.py)
-differ only in how one control frame's work is laid out over the KV cache.
+"""EngineCore: what every serving mode shares — the robots it serves (robot.py), request
+intake and limits, prefix building, the frame clock, emitting chunks and text. The modes
+(oxygen.py, baselines.py) differ only in how one control frame's work is laid out over the
+KV cache; only the OxyGen loop serves several robots in one frame.
 
 A frame whose work raises (the model throws) ends every open language request at once with
 finish_reason engine_error and frees its pages, then re-raises: the caller reports it."""
@@ -9,7 +10,8 @@ import contextlib
 import itertools
 import queue
 from collections import Counter
-from typing import Callable, Iterator, Optional
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Sequence
 
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.cache.page_table import PageTable
@@ -23,6 +25,7 @@ from oxygen_ros.engine.memory_task import MemoryTask
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.outputs import ActionChunk, FrameReport, TextChunk
 from oxygen_ros.engine.request import Cancel, LanguageRequest, NewDialogue, Status
+from oxygen_ros.engine.robot import Robot, robot_names
 from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.normalization import Normalization
 from oxygen_ros.model.pi05 import Pi05Model
@@ -34,6 +37,15 @@ from oxygen_ros.model.tokenizer import ByteTokenizer
 Callback = Optional[Callable[[object], None]]
 
 
+@dataclass(frozen=True)
+class Served:
+    """One robot's share of a control frame."""
+    robot: Robot
+    frame_id: int
+    observation: Observation
+    prefix: Prefix
+
+
 def tokenizer_for(model: Pi05Model):
     if model.config.tokenizer == "bytes":
         return ByteTokenizer()
@@ -42,26 +54,31 @@ def tokenizer_for(model: Pi05Model):
 
 class EngineCore:
     mode = "core"
+    serves_fleets = False         # several robots in one frame (the OxyGen loop only)
 
     def __init__(self, model: Pi05Model, config: EngineConfig, *, clock=None, tokenizer=None,
                  normalization: Optional[Normalization] = None, on_chunk: Callback = None,
                  on_text: Callback = None, on_memory: Callback = None,
-                 dialogue_ids: Optional[Iterator[int]] = None):
+                 dialogue_ids: Optional[Iterator[int]] = None, robots: Sequence[str] = ("",)):
         self.model, self.config = model, config
         self.normalization = normalization or Normalization()
         self.clock = clock or MonotonicClock()
         self.tokenizer = tokenizer or tokenizer_for(model)
         self.eos_id = getattr(self.tokenizer, "eos_id", None)
-        self.actions = ActionTask(model, config)
+        names = robot_names(robots)
+        if len(names) > 1 and not self.serves_fleets:
+            raise ValueError(f"mode {self.mode} serves one robot, not {len(names)}")
+        self.robots = {name: Robot(name, ActionTask(model, config),
+                                   FrameTiming(config, model.config.action_horizon),
+                                   MemoryTask(self.tokenizer, config, name))
+                       for name in names}
+        self.robot = self.robots[names[0]]      # the one a single-robot caller means
         self.dialogue = DialogueTask(self.tokenizer, config)
-        self.memory = MemoryTask(self.tokenizer, config)
         self.costs = StepCostModel()
         self.scheduler = Scheduler(config)
-        self.timing = FrameTiming(config, model.config.action_horizon)
         self.on_chunk, self.on_text, self.on_memory = on_chunk, on_text, on_memory
         self.counters = Counter()
         self.frames = 0
-        self.next_frame_at: Optional[float] = None   # engine clock; None before any frame
         # the ids clients see, in arrival order; a caller that outlives engines passes its own
         self._dialogue_ids = dialogue_ids or itertools.count(1)
         self.last_error = ""                          # the newest failed frame's error
@@ -79,12 +96,40 @@ class EngineCore:
                              f"{self.config.page_size}); raise num_pages")
         return cache
 
+    # -- the single robot's state (a fleet names its robots) ---------------------------------
+    @property
+    def actions(self) -> ActionTask:
+        return self.robot.actions
+
+    @property
+    def timing(self) -> FrameTiming:
+        return self.robot.timing
+
+    @property
+    def memory(self) -> MemoryTask:
+        return self.robot.memory
+
+    @property
+    def next_frame_at(self) -> Optional[float]:
+        """When the robot's next frame should start (engine clock; None before any)."""
+        return self.robot.next_frame_at
+
+    def robot_of(self, name: str) -> Robot:
+        robot = self.robots.get(name)
+        if robot is None:
+            raise ValueError(f"robot {name!r} is not one this engine serves "
+                             f"({sorted(self.robots)})")
+        return robot
+
     # -- intake (thread-safe) --------------------------------------------------------------
-    def submit_dialogue(self, text: str, max_tokens: Optional[int] = None) -> int:
-        """Queue a dialogue request from any thread; its id comes back with every text chunk
-        (dialogue ids count 1, 2, 3, ... in arrival order)."""
+    def submit_dialogue(self, text: str, max_tokens: Optional[int] = None,
+                        robot: Optional[str] = None) -> int:
+        """Queue a dialogue request from any thread, about `robot`'s newest observation
+        (default: the single robot); its id comes back with every text chunk (dialogue ids
+        count 1, 2, 3, ... in arrival order)."""
+        name = self.robot.name if robot is None else self.robot_of(robot).name
         request_id = next(self._dialogue_ids)
-        self._inbox.put(NewDialogue(request_id, text, max_tokens, self.clock.now()))
+        self._inbox.put(NewDialogue(request_id, text, max_tokens, self.clock.now(), name))
         return request_id
 
     def cancel_dialogue(self, request_id: int) -> None:
@@ -108,15 +153,21 @@ class EngineCore:
                 self._take_in(message)
 
     def _take_in(self, new: NewDialogue) -> None:
-        request = self.dialogue.request(new.request_id, new.text, new.arrival, new.max_tokens)
+        """A new dialogue request waits to attach, or ends at once: queue_full when its
+        robot has max_pending_requests already (each robot its own limit, so one robot's
+        burst cannot starve another), robot_refused when admission refused the robot."""
+        request = self.dialogue.request(new.request_id, new.text, new.arrival, new.max_tokens,
+                                        new.robot)
         self.counters["dialogue_requests"] += 1
         self.counters["truncated_requests"] += request.truncated
-        pending = sum(r.kind == "dialogue" for r in (*self.scheduler.waiting,
-                                                     *self.scheduler.running))
-        if pending >= self.config.max_pending_requests:
+        pending = sum(r.kind == "dialogue" and r.robot == new.robot
+                      for r in (*self.scheduler.waiting, *self.scheduler.running))
+        reason = ("robot_refused" if self.robots[new.robot].refused else
+                  "queue_full" if pending >= self.config.max_pending_requests else "")
+        if reason:
             self.counters["rejected_requests"] += 1
             request.status = Status.FINISHED
-            request.finish_reason = "queue_full"
+            request.finish_reason = reason
             self._text(request, "", final=True)
             return
         self.scheduler.submit(request)
@@ -138,28 +189,46 @@ class EngineCore:
         """Run one control frame on the newest observation: its chunk, then language until
         the next frame is due. frame_start is when the frame began (default now);
         observation.stamp must be on the same clock for the plan deadline to mean anything."""
+        return self.serve([observation], frame_start)[0]
+
+    def serve(self, observations: Sequence[Observation],
+              frame_start: Optional[float] = None) -> list[FrameReport]:
+        """One control frame for several robots (at most one observation each): their
+        chunks, then language until the earliest next frame any robot needs."""
         began = self.clock.now()
         start = began if frame_start is None else frame_start
-        frame_id = self.frames
-        self.frames += 1
-        self.timing.observe_age(start - observation.stamp)
+        robots = [self.robot_of(observation.robot) for observation in observations]
+        if len(set(map(id, robots))) != len(robots):
+            raise ValueError("one frame serves each robot at most once")
+        for robot in robots:
+            if robot.refused:
+                raise ValueError(f"robot {robot.name!r} {robot.refused}")
+        frame_ids = range(self.frames, self.frames + len(robots))
+        self.frames += len(robots)
+        for robot, observation in zip(robots, observations):
+            robot.timing.observe_age(start - observation.stamp)
         self._drain_inbox()
         self._expire()
-        memory = self.memory.observe(observation, frame_id, began)
-        if memory is not None:
-            self.scheduler.submit(memory)
-        prefix = self.build_prefix(observation)
+        for robot, observation, frame_id in zip(robots, observations, frame_ids):
+            memory = robot.memory.observe(observation, frame_id, began)
+            if memory is not None:
+                self.scheduler.submit(memory)
+        served = [Served(robot, frame_id, observation, self.build_prefix(observation))
+                  for robot, observation, frame_id in zip(robots, observations, frame_ids)]
         before = Counter(self.counters)
         with self.failing_ends_requests():
-            chunk = self.run_frame(frame_id, observation, prefix, start, began)
-        self.counters["frames"] += 1
-        self.next_frame_at = self.timing.next_start(start)
-        return FrameReport(
-            frame_id, latency_s=self.clock.now() - start, chunk=chunk,
-            tokens=self.counters["tokens"] - before["tokens"],
-            preempted=self.counters["preemptions"] - before["preemptions"],
-            active_requests=len(self.scheduler.running), pages_in_use=self.pages_in_use(),
-            next_frame_at=self.next_frame_at)
+            chunks = self.run_frames(served, start, began)
+        self.counters["frames"] += len(served)
+        reports = []
+        for share, chunk in zip(served, chunks):
+            share.robot.next_frame_at = share.robot.timing.next_start(start)
+            reports.append(FrameReport(
+                share.frame_id, latency_s=self.clock.now() - start, chunk=chunk,
+                tokens=self.counters["tokens"] - before["tokens"],
+                preempted=self.counters["preemptions"] - before["preemptions"],
+                active_requests=len(self.scheduler.running), pages_in_use=self.pages_in_use(),
+                next_frame_at=share.robot.next_frame_at, robot=share.robot.name))
+        return reports
 
     @contextlib.contextmanager
     def failing_ends_requests(self):
@@ -175,9 +244,15 @@ class EngineCore:
                 self._finish(request, "engine_error")
             raise
 
+    def run_frames(self, served: Sequence[Served], start: float,
+                   began: float) -> list[ActionChunk]:
+        """The mode's frame for these robots: emit their chunks (returned), then language."""
+        (share,) = served       # modes that serve one robot
+        return [self.run_frame(share.frame_id, share.observation, share.prefix, start, began)]
+
     def run_frame(self, frame_id: int, observation: Observation, prefix: Prefix,
                   start: float, began: float) -> ActionChunk:
-        """The mode's frame: emit the action chunk (returned), then do language work."""
+        """A single-robot mode's frame: emit the action chunk (returned), then language."""
         raise NotImplementedError
 
     def build_prefix(self, observation: Observation) -> Prefix:
@@ -190,24 +265,30 @@ class EngineCore:
     # -- shared pieces -----------------------------------------------------------------------
     def chunk_actions(self, table: PageTable, cache: KVCache, frame_id: int,
                       observation: Observation, began: float):
-        """The frame's chunk (normalized). It is expected to take over at the latest when
-        the longest recent action path after `began` is over (as lerobot's latency tracker
-        does): with RTC, the steps until then are frozen."""
-        delay_s = began - observation.stamp + self.timing.action_path_max()
-        return self.actions.run([table], cache, frame_id, observation.stamp, delay_s)
+        """The frame's chunk (normalized), for the single robot."""
+        return self.robot.actions.run([table], cache, frame_id, observation.stamp,
+                                      self.takeover_delay(self.robot, observation, began))
+
+    @staticmethod
+    def takeover_delay(robot: Robot, observation: Observation, began: float) -> float:
+        """How long after its observation a chunk begun at `began` takes over: at the latest
+        when the robot's longest recent action path is over (as lerobot's latency tracker
+        does); with RTC, the steps until then are frozen."""
+        return began - observation.stamp + robot.timing.action_path_max()
 
     def emit_chunk(self, frame_id: int, observation: Observation, actions, start: float,
                    began: float) -> ActionChunk:
         """The frame's chunk is out: it becomes the plan in force (late if it arrived after
         the previous plan needed its successor)."""
+        robot = self.robot_of(observation.robot)
         arrival = self.clock.now()
-        self.timing.observe_action_path(arrival - began)
-        late = self.timing.chunk_arrived(observation.stamp, arrival)
+        robot.timing.observe_action_path(arrival - began)
+        late = robot.timing.chunk_arrived(observation.stamp, arrival)
         actions = self.normalization.unnormalize_actions(actions)
-        guided = self.actions.guided
-        frozen = self.actions.inference_delay if guided else 0
+        guided = robot.actions.guided
+        frozen = robot.actions.inference_delay if guided else 0
         chunk = ActionChunk(frame_id, observation.stamp, actions, arrival - start, late=late,
-                            rtc=guided, inference_delay=frozen)
+                            rtc=guided, inference_delay=frozen, robot=robot.name)
         self.counters["deadline_misses"] += late
         self.counters["rtc_chunks"] += guided
         # took over after its frozen steps: the switch is not inside the frozen part
@@ -266,10 +347,11 @@ class EngineCore:
         if request.table is not None:
             self.release(request)
         if request.kind == "memory":
+            memory = self.robots[request.robot].memory
             if reason in ("eos", "length"):
-                self._emit(self.memory.finished(request), self.on_memory)
+                self._emit(memory.finished(request), self.on_memory)
             else:
-                self.memory.abandon()
+                memory.abandon()
 
     def release(self, request: LanguageRequest) -> None:
         """Hand a request's pages back (its cache is the mode's; see cache_of)."""
@@ -281,7 +363,8 @@ class EngineCore:
 
     def _text(self, request: LanguageRequest, text: str, final: bool) -> None:
         self._emit(TextChunk(request.id, request.kind, request.seq, text, final,
-                             request.finish_reason if final else "", request.frame_id),
+                             request.finish_reason if final else "", request.frame_id,
+                             request.robot),
                    self.on_text)
         request.seq += 1
 

@@ -18,9 +18,10 @@ MAX_PREVIOUS_CHARS = 200
 
 
 class MemoryTask:
-    def __init__(self, tokenizer, config: EngineConfig):
+    def __init__(self, tokenizer, config: EngineConfig, robot: str = ""):
         self.tokenizer = tokenizer
         self.config = config
+        self.robot = robot
         self.previous = ""
         self.window_start: Optional[float] = None
         self.first_frame = 0
@@ -57,7 +58,8 @@ class MemoryTask:
             prompt=self.tokenizer.encode(text, bos=False),
             max_tokens=self.config.memory_max_tokens, arrival=now,
             stream=self.tokenizer.stream(),
-            generator=torch.Generator().manual_seed(self.config.seed * 7919 + request_id))
+            generator=torch.Generator().manual_seed(self.config.seed * 7919 + request_id),
+            robot=self.robot)
         self._window = (self.window_start, stamp, frame_id - self.first_frame + 1)
         self.window_start, self.first_frame = stamp, frame_id + 1
         return self.in_flight
@@ -72,4 +74,4 @@ class MemoryTask:
         self.previous = text
         self.in_flight = None
         start, end, frames = self._window
-        return MemorySummary(start, end, text, frames)
+        return MemorySummary(start, end, text, frames, self.robot)

@@ -11,3 +11,4 @@ class Observation:
     state: np.ndarray                  # robot state (normalized to [-1, 1] for the prompt)
     instruction: str
     stamp: float                       # seconds (sensor time)
+    robot: str = ""                    # the robot it came from ("": the only one)

@@ -15,6 +15,7 @@ class ActionChunk:
     late: bool                   # too late to take over before the plan in force ran out
     rtc: bool = False            # denoised by Real-Time Chunking to continue the plan
     inference_delay: int = 0     # RTC: steps frozen to the plan in force
+    robot: str = ""              # whose plan it is ("": the only robot)
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class TextChunk:
                                  # cancelled, engine_error (shutdown: the node's own)
     frame_id: Optional[int] = None   # the frame whose observation the text is about (None:
                                      # the request ended before it read one)
+    robot: str = ""                  # the robot the request is for
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class MemorySummary:
     window_end: float
     text: str
     frames: int
+    robot: str = ""
 
 
 @dataclass
@@ -47,4 +50,5 @@ class FrameReport:
     preempted: int
     active_requests: int
     pages_in_use: int
-    next_frame_at: float         # when the next frame should start (engine clock)
+    next_frame_at: float         # when this robot's next frame should start (engine clock)
+    robot: str = ""

@@ -1,18 +1,24 @@
-"""OxygenEngine: the OxyGen loop. Per control frame: prefill the newest observation once
-(reusing cached pages), run the action expert over it and emit the chunk at once; then,
-until the next frame is due (FrameTiming), attach new language requests to the newest
-prefix by reference, feed their prompts, and advance every running request — whatever
-frame it started on — by up to k tokens in batched decode steps.
+"""OxygenEngine: the OxyGen loop. Per control frame: prefill each served robot's newest
+observation once (reusing cached pages), run the action expert over them in one batched
+pass (each robot's chunk continuing its own plan) and emit the chunks at once; then, until
+the next frame any robot needs is due (FrameTiming), attach new language requests to their
+robot's newest prefix by reference, feed their prompts, and advance every running request
+— whatever robot and frame it started on — by up to k tokens in batched decode steps.
 
 Actions never wait for language; language never starves: whatever the estimates say,
 every frame feeds one piece of the oldest prompt and takes one batched decode step."""
 
 import math
+from typing import Optional, Sequence
 
 import numpy as np
 
 from oxygen_ros.cache.page_table import PageTable
+from oxygen_ros.engine.action_task import run_together
+from oxygen_ros.engine.engine import Served
+from oxygen_ros.engine.frame_timing import Capacity, FrameTiming
 from oxygen_ros.engine.request import LanguageRequest, Status
+from oxygen_ros.engine.robot import Robot
 from oxygen_ros.engine.shared_cache import SharedCacheEngine
 from oxygen_ros.model.prefix import Prefix, build_prefix
 
@@ -21,11 +27,10 @@ PROMPT_PIECE = 64   # tokens of a prompt a frame's guaranteed minimum feeds
 
 class OxygenEngine(SharedCacheEngine):
     mode = "oxygen"
+    serves_fleets = True
 
     def __init__(self, model, config, calibrate: bool = True, **kwargs):
         super().__init__(model, config, **kwargs)
-        # the newest observation's prefix: new requests attach to it, also between frames
-        self.newest: tuple[PageTable, Prefix, int] | None = None
         if model.device.type == "cuda":
             self._speed_up()
         if calibrate:
@@ -44,22 +49,37 @@ class OxygenEngine(SharedCacheEngine):
             self.model.graphs = CudaGraphs(self.model, self.cache, longest)
 
     def calibrate(self, prompt_tokens: int = 8, steps: int = 3, action_paths: int = 3) -> None:
-        """Measure the action path (prefill of a new observation + denoising), a request
-        prompt and decode steps (batch 1 and 4) on a blank observation, so the first frames
-        are scheduled from warm measurements (each kind's first, cold call is dropped)."""
+        """Measure the action path (prefill of a new observation + denoising) for 1, 2, ...
+        robots in one frame, a request prompt and decode steps (batch 1 and 4) on a blank
+        observation, so the first frames are scheduled from warm measurements (each kind's
+        first, cold call is dropped); then admit the robots the measurements can serve."""
         size = self.model.config.vision.image_size
         images = {name: np.zeros((size, size, 3), np.uint8) for name in self.config.camera_names}
         prefix = build_prefix(self.model.config, self.config.camera_names, images,
                               self.tokenizer.encode("calibration"))
-        for run in range(action_paths):
-            started = self.clock.now()
-            table = self.model.prefill(prefix, self.cache, owner="calibration", reuse=False)
-            self.costs.observe_prefill(prefix.num_tokens, self.clock.now() - started)
-            self.actions.run([table], self.cache, frame_id=-1)
-            if run:  # the first is the cold one
-                self.timing.observe_action_path(self.clock.now() - started)
-            if run < action_paths - 1:
-                self.cache.free(table)
+        robots = list(self.robots.values())
+        self.fleet_paths = {count: [] for count in range(1, len(robots) + 1)}
+        for count, samples in self.fleet_paths.items():
+            for run in range(action_paths):
+                started = self.clock.now()
+                tables = []
+                for _ in range(count):
+                    computed = self.clock.now()
+                    tables.append(self.model.prefill(prefix, self.cache, owner="calibration",
+                                                     reuse=False))
+                    self.costs.observe_prefill(prefix.num_tokens, self.clock.now() - computed)
+                run_together([robot.actions for robot in robots[:count]], tables, self.cache,
+                             [-1] * count, [None] * count, [0.0] * count)
+                if run:  # the first is the cold one
+                    samples.append(self.clock.now() - started)
+                for table in tables[1:]:
+                    self.cache.free(table)
+                if run < action_paths - 1 or count < len(robots):
+                    self.cache.free(tables[0])
+        for robot in robots:     # served together: the whole fleet's action path
+            for seconds in self.fleet_paths[len(robots)]:
+                robot.timing.observe_action_path(seconds)
+        table = tables[0]
         forks = [self.cache.fork(table, "calibration") for _ in range(4)]
         self.cache.free(table)
         tokens = [self.eos_id or 0] * prompt_tokens
@@ -76,22 +96,77 @@ class OxygenEngine(SharedCacheEngine):
         for fork in forks:
             self.cache.free(fork)
         self.cache.pool.reset_peak()
+        self.admit()
 
-    def run_frame(self, frame_id, observation, prefix, start, began):
-        # the previous prefix stays indexed: unchanged pages are found again, not recomputed
-        self.release_newest()
-        table = self.prefill_for_actions(prefix)
+    def fleet_capacity(self, count: int) -> Optional[Capacity]:
+        """What the first `count` robots would get, served in one frame each period, from
+        the calibrated action path of that many (None before calibration)."""
+        samples = getattr(self, "fleet_paths", {}).get(count)
+        if not samples:
+            return None
+        timing = FrameTiming(self.config, self.model.config.action_horizon)
+        for seconds in samples:
+            timing.observe_action_path(seconds)
+        return timing.capacity()
+
+    def admit(self) -> None:
+        """Serve the robots in list order while the measured capacity keeps every served
+        robot at its targets; refuse the rest, saying with what numbers. The first robot is
+        always served (as a single robot is: its diagnostics say when it misses targets)."""
+        names = list(self.robots)
+        for count in range(2, len(names) + 1):
+            capacity = self.fleet_capacity(count)
+            if capacity is None or capacity.meets_targets:
+                continue
+            served = self.fleet_capacity(count - 1)
+            for name in names[count - 1:]:
+                self.robots[name].refused = (
+                    f"refused: {count} robots would miss their targets ({capacity.describe()}); "
+                    f"{count - 1} are served ({served.describe() if served else 'unmeasured'})")
+            return
+
+    @property
+    def newest(self) -> Optional[tuple[PageTable, Prefix, int]]:
+        """The single robot's newest prefix (table, prefix, frame id): new requests attach
+        to it, also between frames."""
+        return self.robot.newest
+
+    def run_frames(self, served: Sequence[Served], start, began):
+        # the previous prefixes stay indexed: unchanged pages are found again, not recomputed
+        for share in served:
+            self.release_newest(share.robot)
+        tables: list[PageTable] = []
         try:
-            actions = self.chunk_actions(table, self.cache, frame_id, observation, began)
-            chunk = self.emit_chunk(frame_id, observation, actions, start, began)
+            for share in served:
+                tables.append(self.prefill_for_actions(share.prefix))
+            actions = run_together(
+                [share.robot.actions for share in served], tables, self.cache,
+                [share.frame_id for share in served],
+                [share.observation.stamp for share in served],
+                [self.takeover_delay(share.robot, share.observation, began) for share in served])
+            chunks = [self.emit_chunk(share.frame_id, share.observation, chunk, start, began)
+                      for share, chunk in zip(served, actions)]
         except Exception:
-            self.cache.free(table)    # not yet the newest prefix: nobody else frees it
+            for table in tables:      # not yet newest prefixes: nobody else frees them
+                self.cache.free(table)
             raise
-        self.newest = (table, prefix, frame_id)
+        for share, table in zip(served, tables):
+            share.robot.newest = (table, share.prefix, share.frame_id)
         actions_done = self.clock.now()
-        self.language(self.timing.language_until(start, actions_done))
-        self.timing.observe_language(self.clock.now() - actions_done)
-        return chunk
+        self.language(self.language_until(served, start, actions_done))
+        for share in served:
+            share.robot.timing.observe_language(self.clock.now() - actions_done)
+        return chunks
+
+    def language_until(self, served: Sequence[Served], start: float,
+                       actions_done: float) -> float:
+        """The served robots' language end (FrameTiming), and no later than the next frame
+        of any other robot whose plan is in force."""
+        until = min(share.robot.timing.language_until(start, actions_done) for share in served)
+        others = [robot.next_frame_at for robot in self.robots.values()
+                  if robot.timing.plan_stamp is not None and robot.next_frame_at is not None
+                  and all(robot is not share.robot for share in served)]
+        return min([until, *others])
 
     def idle_step(self, until: float | None = None) -> int:
         """Language without a new chunk (no fresh observation, or none newer than the plan
@@ -101,9 +176,10 @@ class OxygenEngine(SharedCacheEngine):
         (default one frame period from now); returns the tokens decoded."""
         self._drain_inbox()
         self._expire()
-        memory = self.memory.due(self.clock.now())
-        if memory is not None:
-            self.scheduler.submit(memory)
+        for robot in self.robots.values():
+            memory = robot.memory.due(self.clock.now())
+            if memory is not None:
+                self.scheduler.submit(memory)
         if until is None:
             period = self.config.frame_period_s
             until = self.clock.now() + period if period else math.inf
@@ -113,13 +189,16 @@ class OxygenEngine(SharedCacheEngine):
         return self.counters["tokens"] - before
 
     def has_language_work(self) -> bool:
-        return bool(len(self.scheduler)) or not self._inbox.empty() or self.memory.is_due()
+        return (bool(len(self.scheduler)) or not self._inbox.empty()
+                or any(robot.memory.is_due() for robot in self.robots.values()))
 
-    def release_newest(self) -> None:
-        """Unpin the newest observation's prefix (requests forked from it keep their pages)."""
-        if self.newest is not None:
-            self.cache.free(self.newest[0])
-            self.newest = None
+    def release_newest(self, robot: Optional[Robot] = None) -> None:
+        """Unpin a robot's newest prefix, or every robot's (requests forked from one keep
+        their pages)."""
+        for each in (self.robots.values() if robot is None else (robot,)):
+            if each.newest is not None:
+                self.cache.free(each.newest[0])
+                each.newest = None
 
     def prefill_for_actions(self, prefix: Prefix) -> PageTable:
         """The frame's prefix pages, preempting language until they fit: actions never fail
@@ -144,10 +223,9 @@ class OxygenEngine(SharedCacheEngine):
 
     @property
     def waiting_for_observation(self) -> int:
-        """Requests that cannot attach: no observation has been seen yet."""
-        if self.newest is not None:
-            return 0
-        return sum(r.status is Status.WAITING for r in self.scheduler.waiting)
+        """Requests that cannot attach: no observation of their robot has been seen yet."""
+        return sum(r.status is Status.WAITING and self.robots[r.robot].newest is None
+                   for r in self.scheduler.waiting)
 
     def language(self, until: float) -> None:
         """Language work until `until` (engine clock).
@@ -161,7 +239,8 @@ class OxygenEngine(SharedCacheEngine):
         # 1. prompts: finish feeding attached requests, then attach waiting ones — new
         #    ones to the newest prefix (a fork: no copy), preempted ones to their own
         guaranteed = True
-        while (request := self.scheduler.feeding() or self.scheduler.next_waiting()) is not None:
+        while (request := self.scheduler.feeding()
+               or self.scheduler.next_waiting(self._can_attach)) is not None:
             if request.table is None:
                 if not (guaranteed or fits(self._resume_cost(request))):
                     break
@@ -204,6 +283,10 @@ class OxygenEngine(SharedCacheEngine):
                 break  # throttled: the rest of this frame belongs to the next frame's actions
         self.scheduler.account(steps)
 
+    def _can_attach(self, request: LanguageRequest) -> bool:
+        return (request.status is Status.PREEMPTED
+                or self.robots[request.robot].newest is not None)
+
     def _resume_cost(self, request: LanguageRequest):
         if request.status is not Status.PREEMPTED:
             return 0.0
@@ -219,9 +302,10 @@ class OxygenEngine(SharedCacheEngine):
             self.attach(request, base, self.cache)
             self.cache.free(base)
             return True
-        if self.newest is None:
+        newest = self.robots[request.robot].newest
+        if newest is None:
             return False
-        table, prefix, frame_id = self.newest
+        table, prefix, frame_id = newest
         request.frame_id, request.prefix = frame_id, prefix
         self.attach(request, table, self.cache)
         return True

@@ -37,6 +37,7 @@ class LanguageRequest:
     truncated: bool = False             # the request text was cut to fit
     fed: int = 0                        # tokens of to_feed() already in the table
     finish_reason: str = ""             # eos, length, timeout, queue_full, cancelled, engine_error
+    robot: str = ""                     # whose observations it reads
 
     @property
     def next_token(self) -> int:
@@ -65,6 +66,7 @@ class NewDialogue:
     text: str
     max_tokens: Optional[int]
     arrival: float              # engine clock
+    robot: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Scheduler: which language requests wait, feed their prompts or decode; how many decode
 steps a frame may take; whom to preempt when pages run short; which requests have waited
-too long. Actions are not scheduled: they always run."""
+too long. Actions are not scheduled: they always run. With several robots, each robot's
+requests take turns with the others' (a burst from one does not go first as a block)."""
 
-from collections import deque
-from typing import Optional
+from collections import Counter, deque
+from typing import Callable, Optional
 
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.request import LanguageRequest, Status
@@ -22,12 +23,17 @@ class Scheduler:
     def submit(self, request: LanguageRequest) -> None:
         self.waiting.append(request)
 
-    def next_waiting(self) -> Optional[LanguageRequest]:
-        """Preempted requests resume first (highest priority first), then arrivals in order."""
-        if not self.waiting:
+    def next_waiting(self, ready: Callable[[LanguageRequest], bool] = lambda r: True
+                     ) -> Optional[LanguageRequest]:
+        """Among the waiting requests that are ready to attach: preempted ones resume first
+        (highest priority first), then arrivals — of the robot with the fewest running
+        requests, in arrival order."""
+        candidates = [r for r in self.waiting if ready(r)]
+        if not candidates:
             return None
-        return max(self.waiting, key=lambda r: (r.status is Status.PREEMPTED, r.priority,
-                                                -r.arrival, -r.id))
+        running = Counter(r.robot for r in self.running)
+        return max(candidates, key=lambda r: (r.status is Status.PREEMPTED, r.priority,
+                                              -running[r.robot], -r.arrival, -r.id))
 
     def feeding(self) -> Optional[LanguageRequest]:
         """An attached request whose prompt is not all in its table yet (oldest first)."""
@@ -35,9 +41,16 @@ class Scheduler:
                    key=lambda r: (r.arrival, r.id))
 
     def decodable(self) -> list[LanguageRequest]:
-        """Requests ready for a decode step: highest priority, then oldest, first."""
-        return sorted((r for r in self.running if r.decodable),
-                      key=lambda r: (-r.priority, r.arrival, r.id))
+        """Requests ready for a decode step: highest priority first; within a priority the
+        robots take turns (each one's oldest, then each one's second, ...)."""
+        ordered = sorted((r for r in self.running if r.decodable),
+                         key=lambda r: (-r.priority, r.arrival, r.id))
+        turns: Counter = Counter()
+        rank = {}
+        for request in ordered:
+            rank[request] = turns[(request.robot, request.priority)]
+            turns[(request.robot, request.priority)] += 1
+        return sorted(ordered, key=lambda r: (-r.priority, rank[r], r.arrival, r.id))
 
     def start(self, request: LanguageRequest) -> None:
         self.waiting.remove(request)

@@ -10,7 +10,7 @@ class SharedCacheEngine(EngineCore):
 
     def __init__(self, model, config, **kwargs):
         super().__init__(model, config, **kwargs)
-        self.cache = self.new_cache()
+        self.cache = self.new_cache(action_batch=len(self.robots))
 
     def cache_of(self, request: LanguageRequest) -> KVCache:
         return self.cache

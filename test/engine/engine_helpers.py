@@ -41,7 +41,8 @@ class Events:
 
 class TimedModel:
     """The real model, with each operation charging a cost to a manual clock: fixed
-    seconds, or a list whose items are used in turn (the last one repeats)."""
+    seconds, a list whose items are used in turn (the last one repeats), or a function of
+    the batch (how many chunks or sequences the call computes)."""
 
     def __init__(self, model, clock, prefill=0.02, actions=0.03, extend=0.004, decode=0.01):
         self._model, self._clock = model, clock
@@ -51,10 +52,12 @@ class TimedModel:
     def __getattr__(self, name):
         return getattr(self._model, name)
 
-    def _charge(self, name):
+    def _charge(self, name, batch=1):
         cost = self.costs[name]
         if isinstance(cost, (list, tuple)):
             cost = cost[min(self.calls[name], len(cost) - 1)]
+        elif callable(cost):
+            cost = cost(batch)
         self.calls[name] += 1
         self._clock.advance(cost)
 
@@ -69,13 +72,13 @@ class TimedModel:
     def sample_actions(self, *args, **kwargs):
         """The plain sampler's chunk."""
         result = self._model.sample_actions(*args, **kwargs)
-        self._charge("actions")
+        self._charge("actions", len(args[0]))
         return result
 
     def action_inputs(self, *args, **kwargs):
         """Called from outside only by the RTC sampler, once per chunk."""
         result = self._model.action_inputs(*args, **kwargs)
-        self._charge("actions")
+        self._charge("actions", len(args[0]))
         return result
 
     def extend(self, *args, **kwargs):
@@ -85,7 +88,7 @@ class TimedModel:
 
     def decode(self, *args, **kwargs):
         result = self._model.decode(*args, **kwargs)
-        self._charge("decode")
+        self._charge("decode", len(args[0]))
         return result
 
 
@@ -118,8 +121,13 @@ def simulate(engine, clock, duration, camera_hz=30.0, delivery_s=0.0, arrivals=N
     run = Run()
     engine.on_chunk = lambda chunk: (run.chunks.append(chunk), run.arrivals.append(clock.now()))
     engine.on_text = run.texts.append
-    step = engine.step
-    engine.step = lambda *a, **k: run.reports.append(step(*a, **k)) or run.reports[-1]
+    serve = engine.serve
+
+    def recorded(*args, **kwargs):
+        reports = serve(*args, **kwargs)
+        run.reports.extend(reports)
+        return reports
+    engine.serve = recorded
     rng = np.random.default_rng(seed)
     loop = FrameLoop(engine)
     start = clock.now()
@@ -139,7 +147,7 @@ def simulate(engine, clock, duration, camera_hz=30.0, delivery_s=0.0, arrivals=N
                                                   "stack the blocks", start + index / camera_hz)
             observation = observations[index]
         clock.advance(loop.run_once(observation))
-    engine.step = step
+    engine.serve = serve
 
     fades = engine.config.chunk_switch == "crossfade"
     stream = ActionStream(engine.config.blend_s if fades else 0.0)

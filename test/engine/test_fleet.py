@@ -1,0 +1,232 @@
+"""One engine, several robots, on the manual clock with injected costs: frames go earliest
+deadline first and batch the robots due together; each robot's chunks continue its own plan;
+language decodes across robots in one batch and answers each robot about its own frames;
+one robot's burst of requests does not crowd out another's; a robot the measured capacity
+cannot serve is refused with the numbers."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from engine_helpers import Events, TimedModel, config, stream
+
+from oxygen_ros.engine.clock import ManualClock
+from oxygen_ros.engine.frame_loop import FrameLoop
+from oxygen_ros.engine.oxygen import OxygenEngine
+from oxygen_ros.engine.request import LanguageRequest, Status
+from oxygen_ros.engine.scheduler import Scheduler
+from oxygen_ros.model.config import preset
+from oxygen_ros.model.pi05 import Pi05Model
+
+PERIOD = 0.2
+
+
+def fleet(tiny_model, robots, actions=lambda batch: 0.02 + 0.005 * (batch - 1), **overrides):
+    clock = ManualClock()
+    model = TimedModel(tiny_model, clock, prefill=0.01, actions=actions, extend=0.002,
+                       decode=lambda batch: 0.004 + 0.001 * batch)
+    settings = dict(frame_period_s=PERIOD, memory_period_s=0.0, language_floor=0.25) | overrides
+    engine = OxygenEngine(model, config(**settings), clock=clock, robots=robots)
+    return engine, clock, model
+
+
+def observations(robot, seed, offset=0.0, count=200, period=1 / 30):
+    return [dataclasses.replace(o, robot=robot, stamp=offset + i * period)
+            for i, o in enumerate(stream(count, seed=seed, period=period))]
+
+
+def drive(engine, clock, feeds, duration, questions=(), stale_s=0.25):
+    """Run the FrameLoop over each robot's camera stream (robot -> observations, each
+    available from its stamp on, none once the newest is stale_s old: the node's watchdog)
+    for `duration` seconds; returns the robots of each frame."""
+    frames = []
+    serve = engine.serve
+
+    def recorded(observations, frame_start=None):
+        frames.append([o.robot for o in observations])
+        return serve(observations, frame_start)
+    engine.serve = recorded
+    loop = FrameLoop(engine)
+    start, pending = clock.now(), sorted(questions)
+    while clock.now() < start + duration:
+        now = clock.now() - start
+        while pending and pending[0][0] <= now:
+            _, robot, text = pending.pop(0)
+            engine.submit_dialogue(text, robot=robot)
+        newest = {}
+        for robot, observations in feeds.items():
+            seen = [o for o in observations if o.stamp <= now]
+            fresh = seen and now - seen[-1].stamp <= stale_s
+            newest[robot] = dataclasses.replace(seen[-1], stamp=start + seen[-1].stamp) \
+                if fresh else None
+        clock.advance(loop.run_robots(newest))
+    engine.serve = serve
+    return frames
+
+
+def test_frames_go_earliest_deadline_first_and_due_robots_share_one_pass(tiny_model):
+    engine, clock, model = fleet(tiny_model, ["a", "b", "c"])
+    events = Events(engine)
+    # b's camera starts 0.07 s late: its deadlines stay 0.07 s behind a's and c's, more
+    # than one action path; c's starts 5 ms late: within one action path of a's
+    feeds = {"a": observations("a", 0), "b": observations("b", 1, offset=0.07),
+             "c": observations("c", 2, offset=0.005)}
+    frames = drive(engine, clock, feeds, duration=2.0)
+    assert frames[:3] == [["a"], ["c"], ["b"]], frames     # each first frame at once
+    # then c joins a's frames (a's deadline first), b keeps its own
+    steady = frames[3:]
+    assert steady[:4] == [["a", "c"], ["b"], ["a", "c"], ["b"]], frames
+    assert steady.count(["a", "c"]) >= 8 and steady.count(["b"]) >= 8, frames
+    assert all(f in (["a", "c"], ["b"]) for f in steady), frames
+    # every robot's plan stays fed; each chunk is labelled with its robot
+    assert engine.counters["deadline_misses"] == 0
+    per_robot = {r: [c for c in events.chunks if c.robot == r] for r in "abc"}
+    assert all(len(chunks) >= 8 for chunks in per_robot.values())
+    for chunks in per_robot.values():
+        gaps = np.diff([c.stamp for c in chunks])
+        assert gaps.max() <= PERIOD + 1 / 30 + 1e-9, gaps
+
+
+def test_each_robots_chunks_continue_its_own_plan():
+    # π0.5's 10 denoising steps (the tiny preset's 3 pull the frozen steps only loosely)
+    model = Pi05Model(preset("tiny").with_(num_denoise_steps=10), seed=0).eval()
+    engine, clock, _ = fleet(model, ["a", "b"])
+    events = Events(engine)
+    drive(engine, clock, {"a": observations("a", 0), "b": observations("b", 5)},
+          duration=1.0)
+    dt = engine.config.action_dt_s
+    own_gaps, cross_gaps = [], []
+    for robot, other in (("a", "b"), ("b", "a")):
+        mine = [c for c in events.chunks if c.robot == robot]
+        theirs = [c for c in events.chunks if c.robot == other]
+        for previous, chunk in zip(mine, mine[1:]):
+            assert chunk.rtc and chunk.inference_delay >= 1
+            offset = round((chunk.stamp - previous.stamp) / dt)
+            frozen = min(chunk.inference_delay, len(previous.actions) - offset)
+            if frozen <= 0:
+                continue
+            own_gaps.append(np.abs(chunk.actions[:frozen]
+                                   - previous.actions[offset:offset + frozen]).mean())
+            nearest = min(theirs, key=lambda c: abs(c.stamp - previous.stamp))
+            cross_gaps.append(np.abs(chunk.actions[:frozen]
+                                     - nearest.actions[offset:offset + frozen]).mean())
+        # the plan each robot continues is its own newest chunk
+        np.testing.assert_array_equal(engine.robots[robot].actions.plan[0].numpy(),
+                                      mine[-1].actions)
+    assert len(own_gaps) >= 6
+    assert np.mean(own_gaps) * 5 < np.mean(cross_gaps), (own_gaps, cross_gaps)
+
+
+def test_language_decodes_across_robots_and_answers_each_about_its_own_frames(tiny_model):
+    engine, clock, model = fleet(tiny_model, ["a", "b"])
+    events = Events(engine)
+    batches = []
+    decode = model.decode
+
+    def recorded(tables, tokens, cache):
+        batches.append(len(tables))
+        return decode(tables, tokens, cache)
+    model.decode = recorded
+    drive(engine, clock, {"a": observations("a", 0), "b": observations("b", 1)}, duration=1.5,
+          questions=[(0.3, "a", "what is on the table?"), (0.3, "b", "where is the cup?")])
+    finals = {t.request_id: t for t in events.texts if t.kind == "dialogue" and t.final}
+    assert {t.robot for t in finals.values()} == {"a", "b"}
+    assert all(t.finish_reason == "length" for t in finals.values())
+    frames_of = {r: {c.frame_id for c in events.chunks if c.robot == r} for r in "ab"}
+    for text in finals.values():          # answered about a frame of its own robot
+        assert text.frame_id in frames_of[text.robot]
+        assert text.frame_id not in frames_of["b" if text.robot == "a" else "a"]
+    # both answers (memory is off) decode in the same batched steps, token for token
+    assert batches.count(2) >= engine.config.dialogue_max_tokens - 1, batches
+
+
+def test_one_robots_burst_keeps_its_own_limit_and_the_others_request_goes_first():
+    scheduler = Scheduler(config())
+    burst = [request(i, "a") for i in range(1, 6)]
+    other = request(6, "b")
+    for r in (*burst, other):
+        scheduler.submit(r)
+    order = []
+    while (r := scheduler.next_waiting()) is not None:
+        scheduler.start(r)
+        r.generated.append(0)
+        r.fed = len(r.prompt)
+        order.append(r.id)
+    assert order == [1, 6, 2, 3, 4, 5]           # b's one request right after a's first
+    assert [r.id for r in scheduler.decodable()] == [1, 6, 2, 3, 4, 5]
+
+
+def test_a_robots_requests_over_its_limit_are_refused_without_touching_the_others(tiny_model):
+    engine, clock, _ = fleet(tiny_model, ["a", "b"], max_pending_requests=3)
+    events = Events(engine)
+    for i in range(5):
+        engine.submit_dialogue(f"question {i}", robot="a")
+    engine.submit_dialogue("and you?", robot="b")
+    engine.drain()
+    refused = [t for t in events.texts if t.final and t.finish_reason == "queue_full"]
+    assert [t.robot for t in refused] == ["a", "a"]
+    assert engine.counters["rejected_requests"] == 2
+    assert sum(r.robot == "b" for r in engine.scheduler.waiting) == 1
+    with pytest.raises(ValueError, match="robot 'c' is not one this engine serves"):
+        engine.submit_dialogue("hello", robot="c")
+
+
+def test_a_robot_the_capacity_cannot_serve_is_refused_with_the_numbers(tiny_model):
+    # one chunk costs 60 ms of action path, each more robot 60 ms more: a 0.2 s period
+    # with a 25 % language floor holds two robots, not three
+    engine, clock, _ = fleet(tiny_model, ["a", "b", "c"], actions=lambda batch: 0.05 * batch)
+    assert not engine.robots["a"].refused and not engine.robots["b"].refused
+    reason = engine.robots["c"].refused
+    assert reason.startswith("refused: 3 robots would miss their targets"), reason
+    assert "action path" in reason and "ms" in reason and "2 are served" in reason
+    assert engine.fleet_capacity(2).meets_targets and not engine.fleet_capacity(3).meets_targets
+    events = Events(engine)
+    engine.submit_dialogue("hello", robot="c")
+    engine.drain()
+    assert [(t.robot, t.finish_reason) for t in events.texts] == [("c", "robot_refused")]
+    frames = drive(engine, clock, {r: observations(r, i) for i, r in enumerate("abc")},
+                   duration=1.0)
+    assert frames and all("c" not in frame for frame in frames)
+    assert {c.robot for c in events.chunks} == {"a", "b"}
+    with pytest.raises(ValueError, match="'c' refused"):
+        engine.serve([observations("c", 2)[0]])
+
+
+def test_a_silent_robot_leaves_the_others_running(tiny_model):
+    engine, clock, _ = fleet(tiny_model, ["a", "b"])
+    events = Events(engine)
+    feeds = {"a": observations("a", 0), "b": observations("b", 1, count=15)}   # b: 0.5 s
+    start = clock.now()
+    drive(engine, clock, feeds, duration=2.0)
+    a_chunks = [c for c in events.chunks if c.robot == "a"]
+    assert np.diff([c.stamp for c in a_chunks]).max() <= PERIOD + 1 / 30 + 1e-9
+    assert engine.counters["deadline_misses"] == 0
+    assert max(c.stamp for c in events.chunks if c.robot == "b") - start <= 0.5
+    assert a_chunks[-1].stamp - start >= 1.7
+
+
+def request(request_id, robot):
+    import torch
+
+    from oxygen_ros.model.tokenizer import ByteTokenizer
+    return LanguageRequest(id=request_id, kind="dialogue", priority=2, prompt=[1, 2],
+                           max_tokens=4, arrival=float(request_id), stream=ByteTokenizer().stream(),
+                           generator=torch.Generator(), robot=robot, status=Status.WAITING)
+
+
+def test_each_robot_has_its_own_memory_windows(tiny_model):
+    engine, clock, _ = fleet(tiny_model, ["a", "b"], memory_period_s=0.5)
+    events = Events(engine)
+    start = clock.now()
+    # b starts 0.3 s after a: its windows are its own, not a's
+    drive(engine, clock, {"a": observations("a", 0), "b": observations("b", 1, offset=0.3)},
+          duration=2.5)
+    summaries = {r: [s for s in events.summaries if s.robot == r] for r in "ab"}
+    assert all(len(s) >= 2 for s in summaries.values()), summaries
+    stamps = {r: {round(c.stamp - start, 6) for c in events.chunks if c.robot == r} for r in "ab"}
+    for robot, mine in summaries.items():
+        for summary in mine:
+            assert round(summary.window_end - start, 6) in stamps[robot]
+            assert summary.window_end - summary.window_start >= 0.5
+        assert mine[0].window_start - start == pytest.approx(0.0 if robot == "a" else 0.3,
+                                                             abs=1 / 30 + 1e-9)
