@@ -9,14 +9,21 @@ from oxygen_ros.ros.control_dds import LOCALHOST_PROFILE, PROFILE_VARIABLES, con
 NS = {"dds": "http://www.eprosima.com"}
 
 
-def test_localhost_discovery_runs_on_the_loopback_profile_without_shared_memory():
-    env = control_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-                               "FASTDDS_DEFAULT_PROFILES_FILE": "/elsewhere.xml",
-                               "ROS_DOMAIN_ID": "7"})
+def test_localhost_discovery_runs_on_the_loopback_profile_without_shared_memory(tmp_path):
     profile = str(share_path(*LOCALHOST_PROFILE))
-    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET"
-    assert [env[variable] for variable in PROFILE_VARIABLES] == [profile, profile]
-    assert env["ROS_DOMAIN_ID"] == "7" and env["PYTHONUNBUFFERED"] == "1"
+    fast_dds_3, fast_dds_2 = tmp_path / "kilted", tmp_path / "jazzy"
+    (fast_dds_3 / "share" / "fastdds").mkdir(parents=True)
+    (fast_dds_2 / "share" / "fastrtps").mkdir(parents=True)
+    for prefix, variable in ((fast_dds_3, "FASTDDS_DEFAULT_PROFILES_FILE"),
+                             (fast_dds_2, "FASTRTPS_DEFAULT_PROFILES_FILE")):
+        env = control_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+                                   "FASTDDS_DEFAULT_PROFILES_FILE": "/elsewhere.xml",
+                                   "AMENT_PREFIX_PATH": str(prefix), "ROS_DOMAIN_ID": "7"})
+        assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET"
+        # only the variable that Fast DDS reads (Fast DDS 3 warns about the other)
+        assert [env.get(name) for name in PROFILE_VARIABLES] == \
+            [profile if name == variable else None for name in PROFILE_VARIABLES]
+        assert env["ROS_DOMAIN_ID"] == "7" and env["PYTHONUNBUFFERED"] == "1"
     assert "ROS_LOCALHOST_ONLY" not in control_environment({"ROS_LOCALHOST_ONLY": "1"})
     assert control_environment({"ROS_LOCALHOST_ONLY": "1"})[PROFILE_VARIABLES[0]] == profile
 
