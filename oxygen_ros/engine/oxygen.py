@@ -31,6 +31,7 @@ class OxygenEngine(SharedCacheEngine):
 
     def __init__(self, model, config, calibrate: bool = True, **kwargs):
         super().__init__(model, config, **kwargs)
+        self.fleet_paths: dict[int, list[float]] = {}   # robots in a frame -> action paths
         if model.device.type == "cuda":
             self._speed_up()
         if calibrate:
@@ -101,7 +102,7 @@ class OxygenEngine(SharedCacheEngine):
     def fleet_capacity(self, count: int) -> Optional[Capacity]:
         """What the first `count` robots would get, served in one frame each period, from
         the calibrated action path of that many (None before calibration)."""
-        samples = getattr(self, "fleet_paths", {}).get(count)
+        samples = self.fleet_paths.get(count)
         if not samples:
             return None
         timing = FrameTiming(self.config, self.model.config.action_horizon)

@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import torch
 from engine_helpers import Events, TimedModel, config, stream
 
 from oxygen_ros.engine.clock import ManualClock
@@ -17,6 +18,7 @@ from oxygen_ros.engine.request import LanguageRequest, Status
 from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.config import preset
 from oxygen_ros.model.pi05 import Pi05Model
+from oxygen_ros.model.tokenizer import ByteTokenizer
 
 PERIOD = 0.2
 
@@ -206,9 +208,6 @@ def test_a_silent_robot_leaves_the_others_running(tiny_model):
 
 
 def request(request_id, robot):
-    import torch
-
-    from oxygen_ros.model.tokenizer import ByteTokenizer
     return LanguageRequest(id=request_id, kind="dialogue", priority=2, prompt=[1, 2],
                            max_tokens=4, arrival=float(request_id), stream=ByteTokenizer().stream(),
                            generator=torch.Generator(), robot=robot, status=Status.WAITING)
