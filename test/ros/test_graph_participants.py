@@ -17,9 +17,11 @@ JOINERS, VISITS = 3, 4
 
 def test_participants_joining_and_leaving_leave_the_command_period_alone(
         tmp_path, processes, rclpy_context):
-    # the default watchdog (25 ticks): the node's own process may still stall, the commands not
+    # what is measured is the control process's period. The node's own process can stall
+    # while three joiners start beside it (0.82 s once in CI on Jazzy: the default 0.5 s
+    # watchdog then stops the commands, as it should); a 3 s watchdog keeps that out of it
     params = write_params(tmp_path / "params.yaml",
-                          inference={"memory_period_s": 0.0, "watchdog_ticks": 25})
+                          inference={"memory_period_s": 0.0, "watchdog_ticks": 150})
     processes.start(executable("camera_ingest"), "--ros-args", "--params-file", params)
     inference = processes.start(executable("inference"), "--ros-args", "--params-file", params)
     processes.python("-m", "oxygen_ros.ros.synthetic_camera", "--ros-args",
@@ -43,11 +45,11 @@ def test_participants_joining_and_leaving_leave_the_command_period_alone(
         # each report covers the second before it arrives
         reports = probe.reports_of("inference", since=start + 1.0, until=end)
         assert len(reports) >= 3, probe.reports_of("inference")
+        assert probe.counter("inference", "watchdog_trips") == trips, \
+            "".join(inference.lines)[-2000:]
         gaps = [float(r["command_gap_ms_max"]) for r in reports]
         assert max(gaps) < 2 * PERIOD_S * 1e3, gaps
         assert min(float(r["action_rate_hz"]) for r in reports) >= 48.0, reports
-        assert probe.counter("inference", "watchdog_trips") == trips, \
-            "".join(inference.lines)[-2000:]
         threads = control_process_threads(inference.pid)
         assert any(name.startswith("dds.") for name in threads), threads   # Fast DDS's
         assert not [name for name in threads if name.startswith("dds.shm")], threads
