@@ -9,6 +9,7 @@ finish_reason engine_error and frees its pages, then re-raises: the caller repor
 import contextlib
 import itertools
 import queue
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
@@ -83,6 +84,8 @@ class EngineCore:
         self._dialogue_ids = dialogue_ids or itertools.count(1)
         self.last_error = ""                          # the newest failed frame's error
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._inbox_lock = threading.Lock()
+        self._inbox_dialogue: Counter = Counter()   # per robot: requests not taken in yet
         self.max_prefix_tokens = (len(config.camera_names) * model.config.image_tokens_per_camera
                                   + model.config.max_prompt_tokens)
 
@@ -129,6 +132,8 @@ class EngineCore:
         count 1, 2, 3, ... in arrival order)."""
         name = self.robot.name if robot is None else self.robot_of(robot).name
         request_id = next(self._dialogue_ids)
+        with self._inbox_lock:
+            self._inbox_dialogue[name] += 1
         self._inbox.put(NewDialogue(request_id, text, max_tokens, self.clock.now(), name))
         return request_id
 
@@ -150,6 +155,8 @@ class EngineCore:
             if isinstance(message, Cancel):
                 self._cancel(message.request_id)
             else:
+                with self._inbox_lock:
+                    self._inbox_dialogue[message.robot] -= 1
                 self._take_in(message)
 
     def _take_in(self, new: NewDialogue) -> None:
@@ -392,6 +399,13 @@ class EngineCore:
         return (sum(r.kind == "dialogue" for r in (*self.scheduler.waiting,
                                                    *self.scheduler.running))
                 + self._inbox.qsize())
+
+    def pending_dialogue_of(self, robot: str) -> int:
+        """`robot`'s dialogue requests waiting or running, and those not taken in yet."""
+        with self._inbox_lock:
+            queued = self._inbox_dialogue[robot]
+        return queued + sum(r.kind == "dialogue" and r.robot == robot
+                            for r in (*self.scheduler.waiting, *self.scheduler.running))
 
     @property
     def pending_requests(self) -> int:
