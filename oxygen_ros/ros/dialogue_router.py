@@ -7,7 +7,10 @@ that asked. Two ways in:
 - the Ask action: feedback carries the text as it decodes, the result the whole answer and
   its finish reason; cancelling ends the answer at once and frees its KV pages.
 
-Capacity: the engine holds max_pending_requests dialogue requests (waiting or running). An
+One router per robot (its topic and Ask action; the requests are about its observations).
+
+Capacity: the engine holds max_pending_requests dialogue requests per robot (waiting or
+running). An
 action goal beyond it is rejected, a topic request ends at once with finish_reason
 queue_full; both are counted (rejected_goals, rejected_requests). An accepted goal holds its
 place from acceptance until its execution submits it, so goals accepted at once never
@@ -78,8 +81,8 @@ class _Goal:
 
 class DialogueRouter:
     def __init__(self, node, engine, action_name: str, publisher, counters, bad_input,
-                 topic_ids: Optional[Iterator[int]] = None, server=None):
-        self.node, self.engine = node, engine
+                 topic_ids: Optional[Iterator[int]] = None, server=None, robot: str = ""):
+        self.node, self.engine, self.robot = node, engine, robot
         self.publisher, self.counters, self.bad_input = publisher, counters, bad_input
         self._lock = threading.Lock()
         self._topic_ids = topic_ids or itertools.count(1)
@@ -149,13 +152,13 @@ class DialogueRouter:
             return
         with self._lock:  # routed before the engine can answer it
             topic_id = next(self._topic_ids)
-            self._routes[self.engine.submit_dialogue(text)] = topic_id
+            self._routes[self.engine.submit_dialogue(text, robot=self.robot)] = topic_id
         self.counters["dialogue_requests"] += 1
         self.node.get_logger().debug(f"dialogue request {topic_id}: {text[:60]!r}")
 
     def _on_goal(self, goal) -> GoalResponse:
         with self._lock:
-            if self._closing or (self.engine.pending_dialogue + self._held
+            if self._closing or (self.engine.pending_dialogue_of(self.robot) + self._held
                                  >= self.engine.config.max_pending_requests):
                 self.counters["rejected_goals"] += 1
                 return GoalResponse.REJECT
@@ -186,7 +189,7 @@ class DialogueRouter:
                 goal.done.set_result("shutdown")
             else:
                 request_id = self.engine.submit_dialogue(
-                    question, goal_handle.request.max_tokens or None)
+                    question, goal_handle.request.max_tokens or None, robot=self.robot)
                 self._routes[request_id] = goal
                 self.counters["dialogue_requests"] += 1
                 self.node.wake_engine()

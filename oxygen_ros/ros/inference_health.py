@@ -43,14 +43,17 @@ class Health:
 
     def verdict(self, *, engine_running: bool, control_running: bool, active: bool, stale: bool,
                 targets_missed: Optional[str], deadline_misses: int,
-                counters: Mapping[str, int]) -> tuple[str, str]:
-        """targets_missed: what the machine can deliver when it cannot meet the targets."""
+                counters: Mapping[str, int], refused: str = "") -> tuple[str, str]:
+        """targets_missed: what the machine can deliver when it cannot meet the targets;
+        refused: why admission refused the robot ("": served)."""
         problems = deadline_misses + sum(n for k, n in counters.items() if k in BAD_INPUTS)
         new_problems, self._reported_problems = problems - self._reported_problems, problems
         failures, self._reported_failures = (self.failed_frames - self._reported_failures,
                                              self.failed_frames)
         if not engine_running:
             return "ERROR", "engine thread stopped"
+        if refused:
+            return "ERROR", refused
         if not control_running:
             return "ERROR", "control process stopped: no commands"
         if failures:
@@ -66,10 +69,11 @@ class Health:
         return "OK", "ok"
 
 
-def real_time_report(engine, counters: Mapping[str, int], frame_starts: Iterable[float],
+def real_time_report(engine, timing, counters: Mapping[str, int], frame_starts: Iterable[float],
                      chunk_latencies: Iterable[float], torch_threads: int) -> dict:
-    """The real-time contract in numbers, as /diagnostics and the demo summary give it."""
-    capacity = engine.timing.capacity()
+    """One robot's real-time contract in numbers (timing: its FrameTiming; counters: its
+    own), as /diagnostics and the demo summary give it."""
+    capacity = timing.capacity()
     commands, held = counters["commands"], counters["held_commands"]
     starts = list(frame_starts)
     gaps = [b - a for a, b in zip(starts, starts[1:])]
@@ -77,13 +81,13 @@ def real_time_report(engine, counters: Mapping[str, int], frame_starts: Iterable
     report = {
         "frame_period_s": engine.config.frame_period_s,
         "frame_period_s_measured": percentile(gaps, 50) if gaps else 0.0,
-        "deadline_misses": engine.counters["deadline_misses"],
+        "deadline_misses": counters["deadline_misses"],
         "commands": commands,
         "held_commands": held,
         "held_command_fraction": held / commands if commands else 0.0,
         "chunk_latency_ms_p50": percentile(latencies, 50) * 1e3 if latencies else 0.0,
         "chunk_latency_ms_max": max(latencies) * 1e3 if latencies else 0.0,
-        "action_path_ms_p95": engine.timing.action_path_p95() * 1e3,
+        "action_path_ms_p95": timing.action_path_p95() * 1e3,
         "language_floor": engine.config.language_floor,
         "torch_threads": torch_threads,
         "chunk_switch": engine.config.chunk_switch,

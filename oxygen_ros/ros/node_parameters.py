@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.parameters import Spec, build, check_all, parameter, specs
+from oxygen_ros.engine.robot import robot_names
 from oxygen_ros.model.config import PREFIX_ATTENTION, PRESETS
 from oxygen_ros.model.precision import DTYPE_NAMES
 from oxygen_ros.ros.image_conversion import MAX_PIXELS
@@ -33,7 +34,10 @@ class InferenceParameters:
                                 "oxygen_ros/action/Ask server (dialogue with feedback)")
     default_instruction: str = parameter("pick up the red cup and put it in the bin",
                                          "instruction used until one arrives")
-    # -- the robot
+    # -- the robot, or the robots this server serves
+    robots: tuple[str, ...] = parameter(
+        (), "robots served by this one engine, each under /<robot>/ (its topics, Ask action, "
+            "control process and diagnostics); empty: one robot, names as given")
     joint_names: tuple[str, ...] = parameter(
         tuple(f"joint_{i}" for i in range(JOINTS)),
         "robot joints = the first action dimensions, and the state order")
@@ -89,6 +93,8 @@ class InferenceParameters:
 
     def __post_init__(self):
         check_all(self)
+        if self.robots:
+            robot_names(self.robots)
         if not self.joint_names or len(set(self.joint_names)) != len(self.joint_names):
             raise ValueError(f"joint_names must be distinct names, at least one, not "
                              f"{list(self.joint_names)}")

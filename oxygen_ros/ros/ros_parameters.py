@@ -5,6 +5,7 @@ from typing import Callable, Optional
 
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 SetParametersResult)
+from rclpy.parameter import Parameter
 
 from oxygen_ros.engine.parameters import Spec
 
@@ -30,6 +31,12 @@ def declare(node, specs: dict[str, Spec], note: str = "", read_only: bool = Fals
     A read-only parameter takes its value from the node's overrides (YAML, --ros-args) and
     refuses every later set."""
     for name, spec in specs.items():
+        if spec.default == ():   # rclpy takes [] for a byte array: declare the type
+            declared = node.declare_parameter(name, Parameter.Type.STRING_ARRAY,
+                                              descriptor(spec, note, read_only))
+            if declared.value is None:    # no override
+                node.set_parameters([Parameter(name, Parameter.Type.STRING_ARRAY, [])])
+            continue
         default = list(spec.default) if isinstance(spec.default, tuple) else spec.default
         node.declare_parameter(name, default, descriptor(spec, note, read_only))
 

@@ -45,7 +45,7 @@ def executable(name: str) -> Path:
 class Probe:
     """Subscribes to the graph's outputs from the test process."""
 
-    def __init__(self, context):
+    def __init__(self, context, robot: str = ""):
         from diagnostic_msgs.msg import DiagnosticArray
         from oxygen_ros.msg import (
             ActionChunk,
@@ -59,21 +59,24 @@ class Probe:
 
         from oxygen_ros.ros import qos
 
-        self.node = Node("probe", context=context)
+        # a robot's topics are under /<robot>/ (written out here, not robot_port's helper)
+        topic = (lambda name: f"/{robot}{name}") if robot else (lambda name: name)
+        self.node = Node(f"probe_{robot}" if robot else "probe", context=context)
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
         self.commands, self.chunks, self.dialogue, self.memory = [], [], [], []
         self.observations, self.diagnostics, self.reports = [], {}, []
+        self.by_reporter = {}     # (status name, hardware id) -> (level, message), newest
         sub = self.node.create_subscription
-        sub(Float64MultiArray, "/oxygen/joint_command",
+        sub(Float64MultiArray, topic("/oxygen/joint_command"),
             lambda m: self.commands.append((time.monotonic(), list(m.data))), qos.COMMAND)
-        sub(ActionChunk, "/oxygen/action_chunk", self.chunks.append, qos.RELIABLE)
-        sub(DialogueChunk, "/oxygen/dialogue", self.dialogue.append, qos.RELIABLE_DEEP)
-        sub(MemorySummary, "/oxygen/memory", self.memory.append, qos.RELIABLE)
-        sub(Observation, "/oxygen/observation",
+        sub(ActionChunk, topic("/oxygen/action_chunk"), self.chunks.append, qos.RELIABLE)
+        sub(DialogueChunk, topic("/oxygen/dialogue"), self.dialogue.append, qos.RELIABLE_DEEP)
+        sub(MemorySummary, topic("/oxygen/memory"), self.memory.append, qos.RELIABLE)
+        sub(Observation, topic("/oxygen/observation"),
             lambda m: self.observations.append((time.monotonic(), m)), qos.RELIABLE)
         sub(DiagnosticArray, "/diagnostics", self._on_diagnostics, qos.RELIABLE)
-        self.requests = self.node.create_publisher(String, "/oxygen/dialogue/request",
+        self.requests = self.node.create_publisher(String, topic("/oxygen/dialogue/request"),
                                                    qos.RELIABLE_DEEP)
 
     def _on_diagnostics(self, msg):
@@ -81,6 +84,8 @@ class Probe:
             values = {v.key: v.value for v in status.values}
             self.diagnostics[status.name] = (status.level[0], status.message, values,
                                              time.monotonic())
+            self.by_reporter[(status.name, status.hardware_id)] = (status.level[0],
+                                                                   status.message)
             self.reports.append((time.monotonic(), status.name, values))
 
     def spin(self, seconds: float, until=None) -> bool:

@@ -64,25 +64,26 @@ def test_control_timer_holds_50_hz_and_requests_are_answered_with_a_busy_engine(
         while node.engine.counters["frames"] < 3 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert node.engine.counters["frames"] >= 3, "the engine never ran"
+        port = node.ports[""]               # the only robot
         node.publish_diagnostics()          # takes in what the control process reported
-        start_count, start = len(node._command_times), time.monotonic()
-        held_before, commands_before = node.counters["held_commands"], node.counters["commands"]
+        start_count, start = len(port.command_times), time.monotonic()
+        held_before, commands_before = port.counters["held_commands"], port.counters["commands"]
         time.sleep(4.0)
         time.sleep(0.2)                     # its next report
         node.publish_diagnostics()
-        times = [t for t in node._command_times if t >= start]
+        times = [t for t in port.command_times if t >= start]
         rate = (len(times) - 1) / (times[-1] - times[0])
         gaps = np.diff(times)
         assert 47.5 <= rate <= 52.5, rate
         assert gaps.max() < 0.1, gaps.max()                   # never starved
-        assert node.counters["observations"] > 60             # subscriptions fired
-        assert len(node._command_times) > start_count
-        held = node.counters["held_commands"] - held_before
-        fraction = held / (node.counters["commands"] - commands_before)
+        assert port.counters["observations"] > 60             # subscriptions fired
+        assert len(port.command_times) > start_count
+        held = port.counters["held_commands"] - held_before
+        fraction = held / (port.counters["commands"] - commands_before)
         predicted = node.engine.timing.capacity().predicted_held_fraction
         # the node's own prediction, from the costs it measured: within 0.2 (on a 2-core AVX2
         # CPU, where a frame of the small preset takes 0.7 s, it was 0.11 under once)
-        assert fraction <= predicted + 0.2, (fraction, predicted, node.real_time_report())
+        assert fraction <= predicted + 0.2, (fraction, predicted, port.real_time_report(0))
         # every request is answered: language keeps its floor however slow the frames
         deadline = time.monotonic() + 60
         while (len(finals) < 6 or len(sent) < 6) and time.monotonic() < deadline:
@@ -135,7 +136,7 @@ def test_the_capacity_notice_logs_when_the_machine_slows_down_and_recovers(rclpy
                                    frame_period_s=capacity.target_period_s)
         for state in (fast, slow, fast, slow):
             node.engine.timing.capacity = lambda state=state: state
-            node._report_capacity()
-            assert node.health.capacity_notice(state) is None      # this change was logged
+            node.ports[""].report_capacity()
+            assert node.ports[""].health.capacity_notice(state) is None   # it was logged
     finally:
         node.destroy_node()

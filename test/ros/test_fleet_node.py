@@ -1,0 +1,160 @@
+"""One inference server for two robots (`robots: [alpha, beta]`), across processes: each
+robot gets its own commands, chunks, answers and memory under /<robot>/, every one about
+its own observations (no cross-talk); one robot's silent camera trips only its watchdog;
+two servers with disjoint lists serve side by side, and a robot named by two servers is
+an error both report."""
+
+import threading
+import time
+
+import numpy as np
+import yaml
+from oxygen_ros.msg import Observation
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+from std_msgs.msg import String
+
+from graph_helpers import CAMERAS, JOINTS, Probe, executable, write_params
+from oxygen_ros.ros import qos
+from oxygen_ros.ros.image_conversion import rgb_to_image
+
+ROBOTS = ("alpha", "beta")
+
+
+class Feeder:
+    """Publishes each robot's observations at 20 Hz from the test process and keeps the
+    stamps it sent, per robot."""
+
+    def __init__(self, context, robots):
+        self.node = Node("feeder", context=context)
+        self.publishers = {robot: self.node.create_publisher(
+            Observation, f"/{robot}/oxygen/observation", qos.RELIABLE) for robot in robots}
+        self.stamps = {robot: [] for robot in robots}
+        self.silent: set = set()
+        self._stop = threading.Event()
+        self._rng = np.random.default_rng(0)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(0.05):
+            for robot, publisher in self.publishers.items():
+                if robot in self.silent:
+                    continue
+                msg = Observation(camera_names=list(CAMERAS))
+                msg.header.stamp = self.node.get_clock().now().to_msg()
+                msg.images = [rgb_to_image(self._rng.integers(0, 256, (28, 28, 3), np.uint8),
+                                           Image, msg.header.stamp, c) for c in CAMERAS]
+                msg.state.name = list(JOINTS)
+                msg.state.position = self._rng.uniform(-1, 1, len(JOINTS)).tolist()
+                self.stamps[robot].append(seconds(msg.header.stamp))
+                publisher.publish(msg)
+
+    def sent(self, robot: str, stamp) -> bool:
+        """`stamp` is one of the robot's observations (stamps pass through float seconds)."""
+        return any(abs(seconds(stamp) - sent) < 2e-6 for sent in self.stamps[robot])
+
+    def close(self):
+        self._stop.set()
+        self._thread.join()
+        self.node.destroy_node()
+
+
+def seconds(stamp) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def start_server(processes, tmp_path, name: str, robots):
+    params = write_params(tmp_path / f"{name}.yaml", inference={
+        "watchdog_ticks": 10, "memory_period_s": 1.0})
+    values = yaml.safe_load(params.read_text())["inference"]
+    params.write_text(yaml.safe_dump({name: values}))       # the node named `name`
+    return processes.start(executable("inference"), "--ros-args", "--params-file", params,
+                           "-r", f"__node:={name}", "-p", f"robots:={list(robots)}")
+
+
+def spin_probes(probes, seconds_: float, until) -> bool:
+    deadline = time.monotonic() + seconds_
+    while time.monotonic() < deadline:
+        if until():
+            return True
+        for probe in probes:
+            probe.spin(0.01)
+    return until()
+
+
+def test_two_robots_through_one_server_each_get_their_own_outputs(
+        tmp_path, processes, rclpy_context):
+    server = start_server(processes, tmp_path, "inference", ROBOTS)
+    probes = {robot: Probe(rclpy_context, robot) for robot in ROBOTS}
+    alpha, beta = probes["alpha"], probes["beta"]
+    feeder = Feeder(rclpy_context, ROBOTS)
+    log = lambda: "".join(server.lines)[-3000:]  # noqa: E731
+    try:
+        assert spin_probes(probes.values(), 90.0, lambda: all(
+            len(p.commands) > 50 and p.memory for p in probes.values())), log()
+        for robot, probe in probes.items():
+            probe.requests.publish(String(data=f"what does {robot} see?"))
+        assert spin_probes(probes.values(), 60.0, lambda: all(
+            any(m.final for m in p.dialogue) for p in probes.values())), log()
+        for robot, probe in probes.items():
+            other = next(r for r in ROBOTS if r != robot)
+            assert probe.chunks and all(feeder.sent(robot, c.header.stamp)
+                                        and not feeder.sent(other, c.header.stamp)
+                                        for c in probe.chunks), robot
+            finals = [m for m in probe.dialogue if m.final]
+            assert len(finals) == 1 and feeder.sent(robot, finals[0].header.stamp), finals
+            assert finals[0].finish_reason in ("eos", "length"), finals
+            assert all(m.text and seconds(m.window_end) > seconds(m.window_start)
+                       for m in probe.memory), probe.memory
+            level, message, values, _ = alpha.diagnostics[f"oxygen_ros: inference/{robot}"]
+            assert values["robot"] == robot and values["watchdog"] == "ok", message
+
+        # beta's camera goes silent: beta's watchdog trips, alpha goes on
+        feeder.silent.add("beta")
+        assert spin_probes(probes.values(), 10.0, lambda: alpha.diagnostics[
+            "oxygen_ros: inference/beta"][2]["watchdog"] == "stale"), alpha.diagnostics
+        beta_commands, alpha_commands = len(beta.commands), len(alpha.commands)
+        spin_probes(probes.values(), 1.5, lambda: False)
+        assert len(beta.commands) == beta_commands
+        assert len(alpha.commands) - alpha_commands >= 50, len(alpha.commands) - alpha_commands
+        level, message, values, _ = alpha.diagnostics["oxygen_ros: inference/alpha"]
+        assert values["watchdog"] == "ok" and int(values["watchdog_trips"]) == 0, message
+        level, message, values, _ = alpha.diagnostics["oxygen_ros: inference/beta"]
+        assert level == 2 and int(values["watchdog_trips"]) == 1, message
+    finally:
+        feeder.close()
+        for probe in probes.values():
+            probe.close()
+
+
+def test_servers_with_disjoint_robots_run_side_by_side_and_a_robot_named_twice_is_reported(
+        tmp_path, processes, rclpy_context):
+    start_server(processes, tmp_path, "inference_a", ["alpha"])
+    start_server(processes, tmp_path, "inference_b", ["beta"])
+    probes = {robot: Probe(rclpy_context, robot) for robot in ROBOTS}
+    feeder = Feeder(rclpy_context, ("alpha", "beta", "gamma"))
+    probe = probes["alpha"]
+    try:
+        assert spin_probes(probes.values(), 90.0, lambda: all(
+            len(p.commands) > 20 for p in probes.values()))
+        for status in (("oxygen_ros: inference/alpha", "inference_a"),
+                       ("oxygen_ros: inference/beta", "inference_b")):
+            assert "served by" not in probe.by_reporter[status][1], probe.by_reporter
+        assert ("oxygen_ros: inference/alpha", "inference_b") not in probe.by_reporter
+
+        # a third server names beta (and gamma): beta is served twice, and both servers say so
+        third = start_server(processes, tmp_path, "inference_c", ["beta", "gamma"])
+
+        def twice(server: str) -> bool:
+            level, message = probe.by_reporter.get(("oxygen_ros: inference/beta", server),
+                                                   (0, ""))
+            return level == 2 and "served by 2 inference servers" in message
+        assert spin_probes([probe], 90.0, lambda: twice("inference_b") and twice("inference_c")), \
+            ("".join(third.lines)[-2000:], probe.by_reporter)
+        assert "served by" not in probe.by_reporter[("oxygen_ros: inference/alpha",
+                                                      "inference_a")][1], probe.by_reporter
+    finally:
+        feeder.close()
+        for probe_ in probes.values():
+            probe_.close()
