@@ -25,16 +25,10 @@ from oxygen_ros.ros.control_link import ControlSettings
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.dialogue_router import DialogueRouter
 from oxygen_ros.ros.node_entities import destroy_entities
+from oxygen_ros.ros.robot_topics import robot_topic
 
 FRAME_STAMPS_KEPT = 4096   # frames whose observation stamps answers can still cite
 OBSERVATIONS_KEPT = 64     # observations whose chunk may still come
-
-
-def robot_name(robot: str, name: str) -> str:
-    """A topic or action name under the robot's namespace ("": as given)."""
-    if not robot:
-        return name
-    return f"/{robot}{name}" if name.startswith("/") else f"{robot}/{name}"
 
 
 class RobotPort:
@@ -85,7 +79,7 @@ class RobotPort:
         self._create_entities(params)
         self.control = control_link.running_link(self.control, ControlSettings(
             node.get_name() + (f"_{name}" if name else ""), node.get_namespace(),
-            node.resolve_topic_name(robot_name(name, params.command_topic)),
+            node.resolve_topic_name(robot_topic(name, params.command_topic)),
             **control_settings))
         if self.control.refused:
             node.get_logger().warning(f"{self.label()}control loop: {self.control.scheduling}")
@@ -93,7 +87,7 @@ class RobotPort:
             node.get_logger().error(f"{self.label()}{self.robot.refused}")
 
     def _create_entities(self, params) -> None:
-        node, topic = self.node, lambda name: robot_name(self.name, name)
+        node, topic = self.node, lambda name: robot_topic(self.name, name)
         inputs = MutuallyExclusiveCallbackGroup()
         publisher, subscription = node.create_publisher, node.create_subscription
         self.chunk_pub = publisher(ActionChunk, topic(params.action_chunk_topic), qos.RELIABLE)
