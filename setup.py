@@ -17,7 +17,7 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/oxygen_ros"]),
         ("share/oxygen_ros", ["package.xml"]),
-        ("share/oxygen_ros/launch", ["launch/humanoid.launch.py"]),
+        ("share/oxygen_ros/launch", ["launch/humanoid.launch.py", "launch/fleet.launch.py"]),
         ("share/oxygen_ros/config", ["config/humanoid.yaml"]),
     ],
     install_requires=["torch>=2.4", "numpy", "safetensors"],

@@ -4,8 +4,10 @@ Each parameter is the code's default (docs/parameters.md) unless config_file (de
 the preset's shipped YAML, config/humanoid.yaml for small; one that does not exist is an
 error) sets it; the arguments preset,
 checkpoint, tokenizer, dry_run and autostart override both, only when given. When a node
-exits, the whole launch shuts down (respawn:=true restarts it instead). Also: use_sim_time
-and remappings for the joint states and the command outputs. The decisions live in
+exits, the whole launch shuts down (respawn:=true restarts it instead). Also: use_sim_time,
+and the joint states and command output topics. A robot of a fleet: namespace:=<robot>
+puts both nodes under /<robot> and every topic under /<robot>/, and inference:=remote
+starts only camera_ingest (fleet.launch.py starts the server). The decisions live in
 oxygen_ros.ros.launch_plan (tested without launch_ros)."""
 
 from pathlib import Path
@@ -30,30 +32,39 @@ ARGUMENTS = {
                       "(default: the YAML's, true)"),
     "respawn": ("false", "restart a node that exits instead of shutting everything down"),
     "use_sim_time": ("false", "use /clock (true when replaying bags with --clock)"),
-    "joint_states_topic": ("/joint_states", "robot joint states"),
-    "command_topic": ("/oxygen/joint_command", "per-step Float64MultiArray commands"),
-    "trajectory_topic": ("/oxygen/joint_trajectory", "JointTrajectory per chunk"),
+    "joint_states_topic": ("", "robot joint states (default: the YAML's, /joint_states, "
+                               "under the namespace)"),
+    "command_topic": ("", "per-step Float64MultiArray commands (default: the YAML's, "
+                          "/oxygen/joint_command, under the namespace)"),
+    "trajectory_topic": ("", "JointTrajectory per chunk (default: the YAML's, "
+                             "/oxygen/joint_trajectory, under the namespace)"),
+    "namespace": ("", "this robot's name in a fleet: both nodes under /<name>, every topic "
+                      "under /<name>/ (a fleet server's robots list names it)"),
+    "inference": ("local", "local: start inference here; remote: only camera_ingest, for a "
+                           "fleet server elsewhere (needs namespace)"),
 }
 
 
 def _nodes(context):
     arguments = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
     share = FindPackageShare("oxygen_ros").perform(context)
-    config = str(launch_plan.config_file(arguments, Path(share) / "config"))
+    config = launch_plan.config_file(arguments, Path(share) / "config")
+    namespace = launch_plan.robot_namespace(arguments)
     sim_time = {"use_sim_time": arguments["use_sim_time"].lower() in launch_plan.TRUE}
     respawn = launch_plan.on_node_exit(arguments) == "respawn"
     exit_policy = dict(respawn=True, respawn_delay=2.0) if respawn else dict(on_exit=Shutdown())
-    return [
-        Node(package="oxygen_ros", executable="camera_ingest", name="camera_ingest",
-             parameters=[config, sim_time], output="screen",
-             remappings=[("/joint_states", arguments["joint_states_topic"])], **exit_policy),
-        Node(package="oxygen_ros", executable="inference", name="inference",
-             parameters=[config, sim_time, launch_plan.inference_overrides(arguments)],
-             output="screen",
-             remappings=[("/oxygen/joint_command", arguments["command_topic"]),
-                         ("/oxygen/joint_trajectory", arguments["trajectory_topic"])],
-             **exit_policy),
-    ]
+    placed = dict(namespace=namespace) if namespace else {}
+
+    def node(executable):
+        yaml_file, overrides = launch_plan.node_parameters(arguments, config, executable)
+        return Node(package="oxygen_ros", executable=executable, name=executable,
+                    parameters=[yaml_file, sim_time, overrides], output="screen",
+                    **placed, **exit_policy)
+
+    nodes = [node("camera_ingest")]
+    if launch_plan.starts_inference(arguments):
+        nodes.append(node("inference"))
+    return nodes
 
 
 def generate_launch_description() -> LaunchDescription:

@@ -4,12 +4,23 @@ A parameter is the code's default unless the parameters YAML sets it. A launch a
 overrides it only when the user gives it (an empty default means "as the YAML says"). Without a
 config_file, each preset starts from its own shipped YAML, so every preset the launch
 file offers starts as shipped; a config_file that does not exist stops the start. The
-command line (`oxygen-ros run`, `oxygen-ros demo`) makes the same decisions here."""
+command line (`oxygen-ros run`, `oxygen-ros demo`) makes the same decisions here.
+
+A robot with a name (`namespace:=alpha`) has its nodes under /alpha and every topic it
+reads or writes under /alpha/ — the names a fleet server with `robots: [alpha, …]` uses
+for it; `inference:=remote` starts only camera_ingest there (fleet.launch.py starts the
+server). A parameters YAML keys its sections by node name, which a namespaced node does
+not match, so namespaced nodes take their section's values directly."""
 
 from pathlib import Path
 from typing import Mapping
 
 import yaml
+
+from oxygen_ros.engine.parameters import specs
+from oxygen_ros.engine.robot import robot_names
+from oxygen_ros.ros.node_parameters import IngestParameters, InferenceParameters
+from oxygen_ros.ros.robot_topics import robot_topic
 
 PRESET_CONFIGS = {"small": "humanoid.yaml", "tiny": "humanoid_tiny.yaml",
                   "pi05": "humanoid_pi05.yaml", "demo": "humanoid_demo.yaml"}
@@ -17,6 +28,20 @@ DEFAULT_CONFIG = "humanoid.yaml"
 OVERRIDABLE = ("preset", "checkpoint", "tokenizer", "dry_run", "autostart")
 BOOLEANS = ("dry_run", "autostart")
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+INFERENCE_PLACES = ("local", "remote")
+# per node: the parameters that name a robot's topics (and its Ask action)
+ROBOT_TOPICS = {
+    "camera_ingest": ("camera_topics", "joint_state_topic", "instruction_topic",
+                      "observation_topic"),
+    "inference": ("observation_topic", "dialogue_request_topic", "instruction_topic",
+                  "command_topic", "action_chunk_topic", "trajectory_topic", "dialogue_topic",
+                  "memory_topic", "ask_action"),
+}
+NODE_SPECS = {"camera_ingest": IngestParameters, "inference": InferenceParameters}
+# launch argument -> (node, parameter) it sets when given
+TOPIC_ARGUMENTS = {"joint_states_topic": ("camera_ingest", "joint_state_topic"),
+                   "command_topic": ("inference", "command_topic"),
+                   "trajectory_topic": ("inference", "trajectory_topic")}
 
 
 def config_file(arguments: Mapping[str, str], config_dir: Path) -> Path:
@@ -63,3 +88,84 @@ def inference_parameters(arguments: Mapping[str, str], config_dir: Path) -> dict
     document = yaml.safe_load(config_file(arguments, config_dir).read_text()) or {}
     section = (document.get("inference") or {}).get("ros__parameters") or {}
     return dict(section) | inference_overrides(arguments)
+
+
+def node_section(config: Path, node: str) -> dict:
+    """The parameters a YAML gives one node (its `<node>: ros__parameters:` section)."""
+    document = yaml.safe_load(Path(config).read_text()) or {}
+    return dict((document.get(node) or {}).get("ros__parameters") or {})
+
+
+def robot_namespace(arguments: Mapping[str, str]) -> str:
+    """The robot's name from namespace:= ('' for none), checked as a fleet server checks
+    its robots' names."""
+    name = arguments.get("namespace", "").strip("/")
+    if name:
+        try:
+            robot_names([name])
+        except ValueError as error:
+            raise ValueError(f"namespace:={name!r}: {error}") from None
+    return name
+
+
+def starts_inference(arguments: Mapping[str, str]) -> bool:
+    """inference:=local starts the inference node beside camera_ingest; remote does not (a
+    fleet server elsewhere serves the robot, which then needs its name)."""
+    place = arguments.get("inference", "local") or "local"
+    if place not in INFERENCE_PLACES:
+        raise ValueError(f"inference:={place!r} must be local or remote")
+    if place == "remote" and not robot_namespace(arguments):
+        raise ValueError("inference:=remote needs namespace:=<robot>, the name the fleet "
+                         "server's robots list gives this robot")
+    return place == "local"
+
+
+def topic_overrides(arguments: Mapping[str, str], config: Path, node: str) -> dict:
+    """The node's topic parameters that differ from its YAML: each under the robot's
+    namespace (namespace:=), and those a launch argument names (joint_states_topic,
+    command_topic, trajectory_topic), as given."""
+    namespace = robot_namespace(arguments)
+    overrides = {}
+    if namespace:
+        section, defaults = node_section(config, node), specs(NODE_SPECS[node])
+        for name in ROBOT_TOPICS[node]:
+            value = section.get(name, defaults[name].default)
+            overrides[name] = ([robot_topic(namespace, v) for v in value]
+                               if isinstance(value, (list, tuple))
+                               else robot_topic(namespace, value))
+    for argument, (owner, name) in TOPIC_ARGUMENTS.items():
+        if owner == node and arguments.get(argument, ""):
+            overrides[name] = arguments[argument]
+    return overrides
+
+
+def fleet_robots(value: str) -> list[str]:
+    """The fleet server's robots from robots:= ('[alpha, beta]' or 'alpha,beta'), checked."""
+    text = value.strip()
+    if text.startswith("["):
+        text = text[1:-1] if text.endswith("]") else text[1:]
+    names = [name.strip().strip("'\"") for name in text.split(",") if name.strip()]
+    if not names:
+        raise ValueError("robots:= names no robot (give robots:=\"[alpha, beta]\")")
+    try:
+        return robot_names(names)
+    except ValueError as error:
+        raise ValueError(f"robots:={value!r}: {error}") from None
+
+
+def node_parameters(arguments: Mapping[str, str], config: Path, node: str) -> list:
+    """What humanoid.launch.py gives a node: its YAML (the file; under a namespace its
+    section's values, which the file's key would not reach), then what the arguments
+    override (inference: the overridable arguments), then its topics."""
+    namespace = robot_namespace(arguments)
+    given = inference_overrides(arguments) if node == "inference" else {}
+    return [node_section(config, node) if namespace else str(config),
+            given | topic_overrides(arguments, config, node)]
+
+
+def fleet_parameters(arguments: Mapping[str, str], config: Path) -> dict:
+    """What fleet.launch.py gives its inference server (a node named by server:=, which the
+    YAML's key would not reach): the YAML's inference values, the overridable arguments,
+    and the robots."""
+    return (node_section(config, "inference") | inference_overrides(arguments)
+            | {"robots": fleet_robots(arguments.get("robots", ""))})

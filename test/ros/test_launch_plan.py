@@ -105,3 +105,61 @@ def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
     _, ros_args, scored_period = demo_configuration(build_parser().parse_args(
         ["demo", "-p", "inference:memory_period_s:=6.0"]))
     assert ros_args[-2:] == ["-p", "inference:memory_period_s:=6.0"] and scored_period == 6.0
+
+
+def test_a_named_robot_has_every_topic_under_its_namespace_where_a_fleet_server_looks():
+    from oxygen_ros.engine.parameters import specs
+    from oxygen_ros.ros.node_parameters import InferenceParameters, IngestParameters
+
+    arguments = {"namespace": "alpha"}
+    config = launch_plan.config_file(arguments, CONFIG)
+    ingest = launch_plan.topic_overrides(arguments, config, "camera_ingest")
+    inference = launch_plan.topic_overrides(arguments, config, "inference")
+    shipped = launch_plan.node_section(config, "camera_ingest").get(
+        "camera_topics", IngestParameters.camera_topics)
+    assert ingest["camera_topics"] == [f"/alpha{topic}" for topic in shipped]
+    assert ingest["joint_state_topic"] == "/alpha/joint_states"
+    # what the robot's camera_ingest publishes is what a server with robots [alpha] reads
+    defaults = specs(InferenceParameters)
+    assert inference == {name: "/alpha" + defaults[name].default
+                         for name in launch_plan.ROBOT_TOPICS["inference"]}
+    assert ingest["observation_topic"] == inference["observation_topic"]
+    assert ingest["instruction_topic"] == inference["instruction_topic"]
+    # a namespaced node gets its YAML section's values (the file's key would not reach it)
+    values, overrides = launch_plan.node_parameters(arguments | {"preset": ""}, config,
+                                                    "inference")
+    assert values == launch_plan.node_section(config, "inference") and overrides == inference
+    path, overrides = launch_plan.node_parameters({}, config, "inference")
+    assert path == str(config) and overrides == {}
+    # a topic argument wins over the namespace
+    given = launch_plan.topic_overrides(arguments | {"command_topic": "/arm/cmd"}, config,
+                                        "inference")
+    assert given["command_topic"] == "/arm/cmd"
+    assert launch_plan.topic_overrides({"joint_states_topic": "/js"}, config,
+                                       "camera_ingest") == {"joint_state_topic": "/js"}
+
+
+def test_inference_remote_starts_only_camera_ingest_and_needs_the_robots_name():
+    assert launch_plan.starts_inference({}) and launch_plan.starts_inference(
+        {"inference": "local"})
+    assert not launch_plan.starts_inference({"inference": "remote", "namespace": "alpha"})
+    with pytest.raises(ValueError, match="needs namespace"):
+        launch_plan.starts_inference({"inference": "remote"})
+    with pytest.raises(ValueError, match="local or remote"):
+        launch_plan.starts_inference({"inference": "cloud"})
+    with pytest.raises(ValueError, match="namespace:='arm-1'"):
+        launch_plan.robot_namespace({"namespace": "arm-1"})
+    assert launch_plan.robot_namespace({"namespace": "/alpha"}) == "alpha"
+
+
+def test_the_fleet_server_gets_its_yaml_values_the_given_arguments_and_its_robots():
+    config = launch_plan.config_file({"preset": "tiny"}, CONFIG)
+    given = {"preset": "tiny", "dry_run": "false", "robots": "[alpha, beta]"}
+    assert launch_plan.fleet_parameters(given, config) == (
+        launch_plan.node_section(config, "inference")
+        | {"preset": "tiny", "dry_run": False, "robots": ["alpha", "beta"]})
+    assert launch_plan.fleet_robots("alpha, beta") == ["alpha", "beta"]
+    for bad, why in (("[]", "names no robot"), ("[a, a]", "named twice"),
+                     ("[alpha, 2b]", "'2b'")):
+        with pytest.raises(ValueError, match=why):
+            launch_plan.fleet_parameters({"robots": bad}, config)
