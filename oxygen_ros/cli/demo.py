@@ -18,6 +18,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     oxygen_ros humanoid.launch.py preset:=demo dry_run:=false` configures them; this process
     watches the outputs like a user's subscriber, prints live stats, a summary line and a
     summary JSON."""
+    refused = at_least("demo", (("--robots", args.robots, 1),))
+    if refused:
+        return refused
     try:
         arguments, node_args, memory_period_s = demo_configuration(args)
     except ValueError as error:
@@ -26,7 +29,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from oxygen_ros.ros.demo_job import DemoJob, run_demo
 
     return run_demo(DemoJob(node_args[1:], args.bag, args.seed, args.duration, args.summary,
-                            memory_period_s))
+                            memory_period_s, args.robots))
 
 
 def demo_configuration(args: argparse.Namespace) -> tuple[dict, list[str], float]:
@@ -193,6 +196,10 @@ def add_commands(sub) -> None:
                       help="the tabletop world of the demo bag (default 0)")
     demo.add_argument("--duration", type=float, default=12.0,
                       help="length of the demo bag in seconds (default 12)")
+    demo.add_argument("--robots", type=int, default=1,
+                      help="robots served by the one inference process (default 1): robot_i "
+                           "replays world seed+i under /robot_i/ through its own camera_ingest; "
+                           "a summary per robot and a fleet line")
     demo.add_argument("--summary", default="build/demo_summary.json",
                       help="write the summary JSON here (default build/demo_summary.json)")
     demo.set_defaults(func=cmd_demo)

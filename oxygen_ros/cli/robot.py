@@ -75,7 +75,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             replayer = BagReplayer(node, args.bag, rate=args.rate, loop=args.loop,
                                    start_offset_s=args.start_offset, remap=remap,
                                    restamp=args.restamp, clock_hz=args.clock,
-                                   topics=args.topics, qos_overrides=overrides)
+                                   topics=args.topics, qos_overrides=overrides,
+                                   namespace=args.namespace.strip("/"))
         except (ValueError, OSError, AnyReaderError) as error:
             return usage_error("replay", str(error))
         print(f"replaying {args.bag} ({replayer.duration_s:.1f} s) at {args.rate}x", flush=True)
@@ -152,6 +153,9 @@ def add_commands(sub) -> None:
     replay.add_argument("--start-offset", type=float, default=0.0,
                         help="skip this many seconds of the bag")
     replay.add_argument("--remap", action="append", metavar="OLD:=NEW", help="rename a topic")
+    replay.add_argument("--namespace", default="", metavar="ROBOT",
+                        help="publish every topic under /ROBOT/ (after --remap), as a fleet "
+                             "server's robot ROBOT reads it")
     replay.add_argument("--topics", nargs="+",
                         help="replay only these topics (as recorded, before --remap)")
     replay.add_argument("--restamp", action="store_true",

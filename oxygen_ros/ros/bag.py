@@ -32,6 +32,7 @@ from rosbags.typesys import Stores, get_typestore
 
 from oxygen_ros.demo.questions import demo_dialogue
 from oxygen_ros.demo.world import TabletopWorld
+from oxygen_ros.ros.robot_topics import robot_topic
 
 TYPESTORE = get_typestore(Stores.ROS2_KILTED)
 NS = 1_000_000_000
@@ -228,7 +229,8 @@ class BagReplayer:
     def __init__(self, node, path: str | Path, rate: float = 1.0, loop: bool = False,
                  start_offset_s: float = 0.0, remap: Optional[dict] = None,
                  restamp: bool = False, clock_hz: float = 0.0,
-                 topics: Optional[Sequence[str]] = None, qos_overrides: Optional[dict] = None):
+                 topics: Optional[Sequence[str]] = None, qos_overrides: Optional[dict] = None,
+                 namespace: str = ""):
         from rclpy.qos import DurabilityPolicy
         from rosgraph_msgs.msg import Clock
 
@@ -236,7 +238,7 @@ class BagReplayer:
             raise ValueError("rate must be positive")
         self.node, self.path, self.rate, self.loop = node, Path(path), rate, loop
         self.start_offset_ns = int(start_offset_s * NS)
-        self.remap = dict(remap or {})
+        self.remap, self.namespace = dict(remap or {}), namespace
         self.restamp = restamp
         self.stats = ReplayStats()
         self._reader = AnyReader([self.path], default_typestore=TYPESTORE)
@@ -253,8 +255,9 @@ class BagReplayer:
             raise ValueError(f"{self.path} lasts less than 1 ms: it cannot loop")
         self._publishers, self._restamp_topics, self._latched = {}, set(), set()
         for connection in self._connections:
-            topic = self.remap.get(connection.topic, connection.topic)
-            profile = _replay_qos(connection, topic, (qos_overrides or {}).get(topic, {}))
+            renamed = self.remap.get(connection.topic, connection.topic)
+            topic = self._topic(connection)
+            profile = _replay_qos(connection, renamed, (qos_overrides or {}).get(topic, {}))
             key = (topic, connection.msgtype)
             if profile.durability == DurabilityPolicy.TRANSIENT_LOCAL:
                 self._latched.add(connection.id)
@@ -299,11 +302,15 @@ class BagReplayer:
         for connection, raw in last.values():
             self._publish(connection, raw)
 
+    def _topic(self, connection) -> str:
+        """Where a recorded topic is published: remapped, then under the namespace."""
+        return robot_topic(self.namespace, self.remap.get(connection.topic, connection.topic))
+
     def _publish(self, connection, raw) -> None:
         data = bytes(raw)
         if self.restamp and connection.id in self._restamp_topics:
             data = restamp_cdr(data, time.time_ns())
-        topic = self.remap.get(connection.topic, connection.topic)
+        topic = self._topic(connection)
         self._publishers[(topic, connection.msgtype)].publish(data)
         self.stats.published += 1
         self.stats.by_topic[topic] = self.stats.by_topic.get(topic, 0) + 1

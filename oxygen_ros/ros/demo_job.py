@@ -1,10 +1,17 @@
 """The main job (`oxygen-ros demo`, `make run`): camera_ingest and inference each in its
 own process as the launch file runs them, a bag replayed through them from a third, and
-the outputs watched like a user's subscriber: live stats, a summary line, a summary JSON."""
+the outputs watched like a user's subscriber: live stats, a summary line, a summary JSON.
+
+With several robots (`--robots N`): N tabletop worlds (seeds seed, seed+1, …), N robots
+robot_0 … robot_N-1, each with its camera_ingest under /robot_i (as `humanoid.launch.py
+namespace:=robot_i inference:=remote` runs it) and its bag replayed under /robot_i/, one
+inference process serving them all (`robots`, as fleet.launch.py); a summary per robot
+and a fleet line."""
 
 import json
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,13 +21,15 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
+import yaml
+
 from oxygen_ros.demo import score
+from oxygen_ros.ros import launch_plan
 from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
 from oxygen_ros.ros.monitor import OutputMonitor
-from oxygen_ros.ros.node_processes import start_nodes, stop_children
+from oxygen_ros.ros.node_processes import node_command, start_nodes, stop_children
 from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals, spin_until
 
-INFERENCE_STATUS = "oxygen_ros: inference"
 DEFAULT_DEMO_BAG = "build/demo_bag"
 SUMMARY_FROM_DIAGNOSTICS = (
     "frames", "deadline_misses", "commands", "held_commands", "held_command_fraction",
@@ -28,7 +37,8 @@ SUMMARY_FROM_DIAGNOSTICS = (
     "frame_period_s_measured", "predicted_frame_period_s", "predicted_held_fraction",
     "language_share", "chunk_age_ms", "language_floor", "language_tokens",
     "dialogue_requests", "timed_out_requests", "rejected_requests", "torch_threads",
-    "kv_bytes_peak", "meets_targets", "chunk_switch", "rtc_chunks", "rtc_late_switches")
+    "kv_bytes_peak", "meets_targets", "chunk_switch", "rtc_chunks", "rtc_late_switches",
+    "refused")
 
 
 @dataclass
@@ -39,42 +49,54 @@ class DemoJob:
     duration_s: float = 12.0
     summary_path: Optional[str] = None
     memory_period_s: float = 4.0   # the nodes' memory_period_s: the scored windows
+    robots: int = 1                # several: one inference process serves them all
+
+    def robot_names(self) -> list[str]:
+        return [""] if self.robots == 1 else [f"robot_{i}" for i in range(self.robots)]
 
 
 class DemoProgress:
-    """One line of live stats per second (from what the monitor receives: commands, chunks,
-    text, the inference node's /diagnostics), each finished answer once; ends the demo once
-    the replay has ended and every request is answered (at most `drain_s` later)."""
+    """One line of live stats per second per robot (from what its monitor receives:
+    commands, chunks, text, its /diagnostics status), each finished answer once; ends the
+    demo once every replay has ended and every request is answered (at most `drain_s`
+    later)."""
 
-    def __init__(self, monitor, replay, drain_s: float = 30.0):
-        self.monitor, self.replay = monitor, replay
+    def __init__(self, monitors, replays, drain_s: float = 30.0):
+        self.monitors, self.replays = monitors, replays
         self.drain_s = drain_s
-        self.shown = 0
+        self.shown = [0] * len(monitors)
         self.replay_ended_at = None
         self.final_diagnostics = 0
 
     def __call__(self, elapsed: float) -> bool:
-        monitor = self.monitor
-        diag = monitor.diagnostics.get(INFERENCE_STATUS, {})
-        print(f"[{elapsed:5.1f}s] actions {monitor.command_rate():5.1f} Hz (held "
-              f"{diag.get('held_command_fraction', '-')}) | chunks {monitor.chunks:3d} | "
-              f"chunk latency p50 {diag.get('chunk_latency_ms_p50', '-')} ms | deadline "
-              f"misses {diag.get('deadline_misses', '-')} | tokens/s "
-              f"{diag.get('tokens_per_s', '-')} | KV pages {diag.get('kv_pages_in_use', '-')}"
-              f" | dialogue done {len(monitor.finished_dialogue)} | memory "
-              f"{len(monitor.summaries)}", flush=True)
-        for request_id, text in monitor.finished_dialogue[self.shown:]:
-            print(f"          dialogue {request_id}: {text[:70]!r}", flush=True)
-        self.shown = len(monitor.finished_dialogue)
-        if self.replay.poll() is None:
+        for index, monitor in enumerate(self.monitors):
+            diag = monitor.diagnostics.get(monitor.status_name, {})
+            name = f"{monitor.robot}: " if monitor.robot else ""
+            print(f"[{elapsed:5.1f}s] {name}actions {monitor.command_rate():5.1f} Hz (held "
+                  f"{diag.get('held_command_fraction', '-')}) | chunks {monitor.chunks:3d} | "
+                  f"chunk latency p50 {diag.get('chunk_latency_ms_p50', '-')} ms | deadline "
+                  f"misses {diag.get('deadline_misses', '-')} | tokens/s "
+                  f"{diag.get('tokens_per_s', '-')} | KV pages {diag.get('kv_pages_in_use', '-')}"
+                  f" | dialogue done {len(monitor.finished_dialogue)} | memory "
+                  f"{len(monitor.summaries)}", flush=True)
+            for request_id, text in monitor.finished_dialogue[self.shown[index]:]:
+                print(f"          {name}dialogue {request_id}: {text[:70]!r}", flush=True)
+            self.shown[index] = len(monitor.finished_dialogue)
+        if any(replay.poll() is None for replay in self.replays):
             return True
         self.replay_ended_at = self.replay_ended_at or elapsed
         waited = elapsed - self.replay_ended_at
-        answered = (diag.get("pending_requests") == "0"
-                    and len(monitor.finished_dialogue) >= int(diag.get("dialogue_requests", 0)))
-        if answered and waited >= 1.0:
+        if all(answered(monitor) for monitor in self.monitors) and waited >= 1.0:
             self.final_diagnostics += 1   # one more /diagnostics period: the final counters
         return self.final_diagnostics < 2 and waited < self.drain_s
+
+
+def answered(monitor) -> bool:
+    """Every dialogue request the robot's status counts has its answer here."""
+    diag = monitor.diagnostics.get(monitor.status_name, {})
+    requests = int(diag.get("dialogue_requests", 0))
+    return (diag.get("pending_dialogue", diag.get("pending_requests")) == "0"
+            and len(monitor.finished_dialogue) >= requests)
 
 
 def _diagnostic_value(text: Optional[str]):
@@ -91,9 +113,9 @@ def _diagnostic_value(text: Optional[str]):
 def demo_summary(monitor) -> dict:
     """What a user judges the demo by, as an outside subscriber sees it: command rate as
     received, answers and summaries received, and the inference node's final
-    /diagnostics (held commands, deadline misses, latencies, predictions)."""
+    /diagnostics for the robot (held commands, deadline misses, latencies, predictions)."""
     times = list(monitor.command_times)
-    diag = monitor.diagnostics.get(INFERENCE_STATUS, {})
+    diag = monitor.diagnostics.get(monitor.status_name, {})
     return {
         "commands_hz": (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0,
         "commands_received": len(times),
@@ -128,53 +150,110 @@ def summary_line(summary: dict) -> str:
                if "answer_accuracy" in summary else ""))
 
 
-def _forward_replay_output(replay, clock: dict) -> None:
+def fleet_line(summaries: dict) -> str:
+    """The fleet in one line: over the robots served, the slowest one's command rate, the
+    worst held fraction, the misses; answers and memory right over all robots; how many
+    admission refused."""
+    rows = list(summaries.values())
+    served = [r for r in rows if not r.get("refused")] or rows
+    line = (f"fleet: {len(rows)} robots ({len(rows) - len(served)} refused), commands "
+            f"{min(r['commands_hz'] for r in served):.1f} Hz or more, held fraction at most "
+            f"{max(r['held_command_fraction'] or 0 for r in served)}, "
+            f"{sum(r['deadline_misses'] or 0 for r in served)} deadline misses, "
+            f"{sum(r['dialogue_answers'] for r in rows)}/"
+            f"{sum(r['dialogue_requests'] or 0 for r in rows)} dialogue answers")
+    if all("answers" in r for r in rows):
+        right = sum(row["correct"] for r in rows for row in r["answers"])
+        memory = sum(row["correct"] for r in rows for row in r["memory"])
+        line += (f"; answers right {right}/{sum(len(r['answers']) for r in rows)}, memory "
+                 f"right {memory}/{sum(len(r['memory']) for r in rows)}")
+    return line
+
+
+def _forward_replay_output(replay, clock: dict, key: str) -> None:
     """Echo the replay's lines; keep the wall time of bag time 0 it reports."""
     for line in replay.stdout:
         print(line, end="", flush=True)
         if line.startswith("replay clock:"):
-            clock["bag_zero_wall"] = float(line.rsplit(" ", 1)[1])
+            clock[key] = float(line.rsplit(" ", 1)[1])
 
 
-def _prepare_bag(job: DemoJob) -> tuple[Path, Optional[DemoBagSpec]]:
-    """The bag to replay, and the spec of its world when the outputs are to be scored: a
-    fresh bag of --seed's world unless an existing bag was named."""
+def _prepare_bag(job: DemoJob, index: int) -> tuple[Path, Optional[DemoBagSpec]]:
+    """Robot `index`'s bag to replay, and the spec of its world when the outputs are to be
+    scored: a fresh bag of world seed + index unless an existing bag was named."""
     bag = Path(job.bag or DEFAULT_DEMO_BAG)
     if bag.exists() and job.bag:
         return bag, None
+    if job.robots > 1:
+        bag = bag.with_name(f"{bag.name}_robot_{index}")
     import shutil
     shutil.rmtree(bag, ignore_errors=True)
-    spec = DemoBagSpec(duration_s=job.duration_s, seed=job.seed)
+    spec = DemoBagSpec(duration_s=job.duration_s, seed=job.seed + index)
     write_demo_bag(bag, spec)
-    print(f"wrote demo bag {bag} (world {job.seed})", flush=True)
+    print(f"wrote demo bag {bag} (world {spec.seed})", flush=True)
     return bag, spec
 
 
+def start_fleet_nodes(ros_args: list, robots: list[str], directory: Path) -> list:
+    """One inference process serving the robots, and each robot's camera_ingest under
+    /<robot> with its topics there (its YAML section: the file's key would not reach it)."""
+    params = _params_file(ros_args)
+    config = Path(params) if params else launch_plan.config_file({}, _config_dir())
+    processes = [subprocess.Popen(node_command("inference", "inference_node") + ros_args
+                                  + ["-p", f"robots:=[{', '.join(robots)}]"])]
+    for robot in robots:
+        arguments = {"namespace": robot}
+        values = launch_plan.node_section(config, "camera_ingest") | \
+            launch_plan.topic_overrides(arguments, config, "camera_ingest")
+        robot_yaml = directory / f"{robot}_camera_ingest.yaml"
+        robot_yaml.write_text(yaml.safe_dump(
+            {f"/{robot}/camera_ingest": {"ros__parameters": values}}))
+        processes.append(subprocess.Popen(
+            node_command("camera_ingest", "camera_ingest") + ros_args
+            + ["--params-file", str(robot_yaml), "-r", f"__ns:=/{robot}"]))
+    return processes
+
+
+def _config_dir() -> Path:
+    from oxygen_ros.resources import share_path
+    return share_path("config")
+
+
 def run_demo(job: DemoJob) -> int:
-    bag, spec = _prepare_bag(job)
-    nodes = start_nodes(job.ros_args)
+    robots = job.robot_names()
+    bags = [_prepare_bag(job, index) for index in range(len(robots))]
+    params = tempfile.TemporaryDirectory(prefix="oxygen-fleet-")   # robots' ingest YAMLs
+    nodes = (start_nodes(job.ros_args) if job.robots == 1 else
+             start_fleet_nodes(job.ros_args, robots, Path(params.name)))
     rclpy.init(args=["oxygen-ros-demo"], signal_handler_options=SignalHandlerOptions.NO)
     stop = install_stop_signals()   # Ctrl-C reaches the nodes too: they stop cleanly
-    monitor = OutputMonitor()
-    # the replay starts once both nodes subscribe (the model loads and calibrates first)
-    replay = subprocess.Popen([sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag),
-                               "--restamp", "--wait-for-subscribers", "120", "--delay", "0.5"],
-                              stdout=subprocess.PIPE, text=True)
+    monitors = [OutputMonitor(robot) for robot in robots]
     clock: dict = {}
-    threading.Thread(target=_forward_replay_output, args=(replay, clock), daemon=True).start()
+    replays = []
+    for robot, (bag, _) in zip(robots, bags):
+        # a replay starts once its robot's nodes subscribe (the model loads and calibrates)
+        replays.append(subprocess.Popen(
+            [sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag), "--restamp",
+             "--wait-for-subscribers", "120", "--delay", "0.5", "--namespace", robot],
+            stdout=subprocess.PIPE, text=True))
+        threading.Thread(target=_forward_replay_output, args=(replays[-1], clock, robot),
+                         daemon=True).start()
     executor = SingleThreadedExecutor()
-    executor.add_node(monitor)
+    for monitor in monitors:
+        executor.add_node(monitor)
     try:
-        spin_until(executor, stop, every_second=DemoProgress(monitor, replay))
+        spin_until(executor, stop, every_second=DemoProgress(monitors, replays))
     finally:
         ignore_stop_signals()
-        stop_children([replay], grace_s=5.0)
+        stop_children(replays, grace_s=5.0)
         stop_children(nodes)
-        _report(job, monitor, spec, clock.get("bag_zero_wall"))
+        _report(job, monitors, [spec for _, spec in bags], clock)
         executor.shutdown()
-        monitor.destroy_node()
+        for monitor in monitors:
+            monitor.destroy_node()
         rclpy.try_shutdown()
-    return 0 if monitor.chunks > 0 and monitor.command_times else 1
+        params.cleanup()
+    return 0 if all(m.chunks > 0 and m.command_times for m in monitors) else 1
 
 
 def _params_file(ros_args: list) -> Optional[str]:
@@ -182,18 +261,25 @@ def _params_file(ros_args: list) -> Optional[str]:
                  if arg == "--params-file"), None)
 
 
-def _report(job: DemoJob, monitor, spec: Optional[DemoBagSpec],
-            bag_zero_wall: Optional[float]) -> None:
-    summary = demo_summary(monitor) | {"params_file": _params_file(job.ros_args),
-                                        "memory_period_s": job.memory_period_s}
-    if spec is not None:
-        summary |= score.score_run(spec.seed, spec.duration_s, spec.camera_hz, job.memory_period_s,
-                                   dict(monitor.finished_dialogue), monitor.dialogue_stamps,
-                                   monitor.summaries, monitor.commands, bag_zero_wall)
-        for line in score.answer_lines(summary["answers"]):
-            print(line, flush=True)
-    print(summary_line(summary), flush=True)
+def _report(job: DemoJob, monitors, specs, clock: dict) -> None:
+    summaries = {}
+    for monitor, spec in zip(monitors, specs):
+        summary = demo_summary(monitor) | {"params_file": _params_file(job.ros_args),
+                                            "memory_period_s": job.memory_period_s}
+        if spec is not None:
+            summary |= score.score_run(spec.seed, spec.duration_s, spec.camera_hz,
+                                       job.memory_period_s, dict(monitor.finished_dialogue),
+                                       monitor.dialogue_stamps, monitor.summaries,
+                                       monitor.commands, clock.get(monitor.robot))
+            for line in score.answer_lines(summary["answers"]):
+                print(f"{monitor.robot}: {line}" if monitor.robot else line, flush=True)
+        line = summary_line(summary)
+        print(f"{monitor.robot} {line}" if monitor.robot else line, flush=True)
+        summaries[monitor.robot] = summary
+    if job.robots > 1:
+        print(fleet_line(summaries), flush=True)
     if job.summary_path:
+        document = summaries[""] if job.robots == 1 else {"robots": summaries}
         Path(job.summary_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(job.summary_path).write_text(json.dumps(summary, indent=2) + "\n")
+        Path(job.summary_path).write_text(json.dumps(document, indent=2) + "\n")
         print(f"wrote {job.summary_path}", flush=True)

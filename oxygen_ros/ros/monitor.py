@@ -1,5 +1,5 @@
-"""OutputMonitor node: subscribes to everything the inference node publishes and keeps
-rates and counts (the demo prints them; it is also a handy probe on a robot)."""
+"""OutputMonitor node: subscribes to everything the inference node publishes for one robot
+and keeps rates and counts (the demo prints them; it is also a handy probe on a robot)."""
 
 import time
 from collections import deque
@@ -11,11 +11,17 @@ from std_msgs.msg import Float64MultiArray
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary
 from oxygen_ros.ros import qos
 from oxygen_ros.ros.conversions import to_seconds
+from oxygen_ros.ros.robot_topics import robot_topic
 
 
 class OutputMonitor(Node):
-    def __init__(self, **kwargs):
-        super().__init__("oxygen_monitor", **kwargs)
+    """robot: a fleet server's robot (its topics under /<robot>/, its status
+    `oxygen_ros: inference/<robot>`); "" for a single robot."""
+
+    def __init__(self, robot: str = "", **kwargs):
+        super().__init__(f"oxygen_monitor_{robot}" if robot else "oxygen_monitor", **kwargs)
+        self.robot = robot
+        self.status_name = "oxygen_ros: inference" + (f"/{robot}" if robot else "")
         self.command_times: deque = deque(maxlen=2000)
         self.commands: deque = deque(maxlen=4000)       # (wall time, values)
         self.chunks = 0
@@ -24,12 +30,14 @@ class OutputMonitor(Node):
         self.dialogue_stamps: dict[int, float] = {}   # request id -> the observation it reads
         self.summaries: list[str] = []
         self.diagnostics: dict[str, dict[str, str]] = {}
-        self.create_subscription(Float64MultiArray, "/oxygen/joint_command",
+        topic = lambda name: robot_topic(robot, name)  # noqa: E731
+        self.create_subscription(Float64MultiArray, topic("/oxygen/joint_command"),
                                  self._on_command, qos.COMMAND)
-        self.create_subscription(ActionChunk, "/oxygen/action_chunk", self._on_chunk, qos.RELIABLE)
-        self.create_subscription(DialogueChunk, "/oxygen/dialogue", self._on_dialogue,
+        self.create_subscription(ActionChunk, topic("/oxygen/action_chunk"), self._on_chunk,
+                                 qos.RELIABLE)
+        self.create_subscription(DialogueChunk, topic("/oxygen/dialogue"), self._on_dialogue,
                                  qos.RELIABLE_DEEP)
-        self.create_subscription(MemorySummary, "/oxygen/memory",
+        self.create_subscription(MemorySummary, topic("/oxygen/memory"),
                                  lambda m: self.summaries.append(m.text), qos.RELIABLE)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics,
                                  qos.RELIABLE)
