@@ -9,7 +9,7 @@ import pytest
 
 CLI = Path(sys.prefix) / "bin" / "oxygen-ros"
 VERBS = ["demo", "run", "replay", "make-demo-bag", "inspect", "bench", "bench-model",
-         "bench-switch", "bench-ingest", "train-demo", "evaluate-demo"]
+         "bench-switch", "bench-ingest", "bench-fleet", "train-demo", "evaluate-demo"]
 
 
 def clean_shell(*args):

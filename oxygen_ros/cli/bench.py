@@ -1,4 +1,5 @@
-"""oxygen-ros benchmarks: bench (the engine's modes), bench-model, bench-switch, bench-ingest."""
+"""oxygen-ros benchmarks: bench (the engine's modes), bench-model, bench-switch, bench-ingest,
+bench-fleet."""
 
 import argparse
 from dataclasses import asdict, fields
@@ -6,7 +7,8 @@ from pathlib import Path
 
 from oxygen_ros.bench.report import write_json
 from oxygen_ros.bench.workloads import SwitchWorkload, Workload
-from oxygen_ros.cli.options import add_json, add_threads
+from oxygen_ros.cli.options import (add_json, add_node_options, add_threads, at_least,
+                                    ros_environment, usage_error)
 
 DEMO_CHECKPOINT = "package://oxygen_ros/models/demo"
 
@@ -101,6 +103,35 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
     print(ingest_benchmark.table(rows))
     if args.json:
         write_json(rows, args.json)
+    return 0
+
+
+def cmd_bench_fleet(args: argparse.Namespace) -> int:
+    """Fleet benchmark: N demo robots through one fleet server against N single-robot
+    servers (separate processes, each with its own model), N = 1, 2, 4, 8 interleaved;
+    the largest N each serves at targets."""
+    refused = at_least("bench-fleet", [("--robots", min(args.robots), 1)])
+    if refused:
+        return refused
+    if not args.duration > 0:
+        return usage_error("bench-fleet", f"--duration must be above 0, not {args.duration:g}")
+    from oxygen_ros.cli.demo import demo_configuration
+
+    try:
+        _, node_args, memory_period_s = demo_configuration(args)
+    except ValueError as error:
+        return usage_error("bench-fleet", str(error))
+    ros_environment()
+    from oxygen_ros.bench import fleet
+
+    result = fleet.run(tuple(args.robots), node_args[1:], args.seed, args.duration,
+                       memory_period_s, progress=lambda run: print(fleet.line(run), flush=True))
+    print(fleet.table(result))
+    if args.json:
+        write_json(result, args.json)
+        plot_path = str(Path(args.json).with_suffix(".png"))
+        fleet.plot(result, plot_path)
+        print(f"wrote {args.json} {plot_path}")
     return 0
 
 
@@ -204,3 +235,14 @@ def add_commands(sub) -> None:
     bench_ingest.add_argument("--repeats", type=int, default=20, help="timed repeats (median)")
     add_json(bench_ingest)
     bench_ingest.set_defaults(func=cmd_bench_ingest)
+
+    bench_fleet = sub.add_parser("bench-fleet", help=cmd_bench_fleet.__doc__)
+    add_node_options(bench_fleet, preset="demo")
+    bench_fleet.add_argument("--robots", type=int, nargs="+", default=[1, 2, 4, 8],
+                             help="fleet sizes, each served both ways (default 1 2 4 8)")
+    bench_fleet.add_argument("--duration", type=float, default=8.0,
+                             help="seconds of each robot's demo bag (default 8)")
+    bench_fleet.add_argument("--seed", type=int, default=0,
+                             help="robot i replays tabletop world seed+i (default 0)")
+    add_json(bench_fleet, plot=True)
+    bench_fleet.set_defaults(func=cmd_bench_fleet)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -31,6 +32,7 @@ from oxygen_ros.ros.node_processes import node_command, start_nodes, stop_childr
 from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals, spin_until
 
 DEFAULT_DEMO_BAG = "build/demo_bag"
+READY_S = 300.0     # until every server reports: N separate servers load and calibrate
 SUMMARY_FROM_DIAGNOSTICS = (
     "frames", "deadline_misses", "commands", "held_commands", "held_command_fraction",
     "chunk_latency_ms_p50", "chunk_latency_ms_max", "action_path_ms_p95", "frame_period_s",
@@ -50,9 +52,15 @@ class DemoJob:
     summary_path: Optional[str] = None
     memory_period_s: float = 4.0   # the nodes' memory_period_s: the scored windows
     robots: int = 1                # several: one inference process serves them all
+    separate: bool = False         # instead one inference process per robot (bench-fleet)
+    live: bool = True              # live stats each second, answers, summary lines
 
     def robot_names(self) -> list[str]:
-        return [""] if self.robots == 1 else [f"robot_{i}" for i in range(self.robots)]
+        """robot_0, robot_1, …; one robot has no name (no namespace) unless separate or
+        quiet (bench-fleet: the same names in every mode)."""
+        if self.robots == 1 and not self.separate and self.live:
+            return [""]
+        return [f"robot_{i}" for i in range(self.robots)]
 
 
 class DemoProgress:
@@ -61,15 +69,15 @@ class DemoProgress:
     demo once every replay has ended and every request is answered (at most `drain_s`
     later)."""
 
-    def __init__(self, monitors, replays, drain_s: float = 30.0):
-        self.monitors, self.replays = monitors, replays
+    def __init__(self, monitors, replays, drain_s: float = 30.0, live: bool = True):
+        self.monitors, self.replays, self.live = monitors, replays, live
         self.drain_s = drain_s
         self.shown = [0] * len(monitors)
         self.replay_ended_at = None
         self.final_diagnostics = 0
 
     def __call__(self, elapsed: float) -> bool:
-        for index, monitor in enumerate(self.monitors):
+        for index, monitor in enumerate(self.monitors if self.live else ()):
             diag = monitor.diagnostics.get(monitor.status_name, {})
             name = f"{monitor.robot}: " if monitor.robot else ""
             print(f"[{elapsed:5.1f}s] {name}actions {monitor.command_rate():5.1f} Hz (held "
@@ -170,10 +178,11 @@ def fleet_line(summaries: dict) -> str:
     return line
 
 
-def _forward_replay_output(replay, clock: dict, key: str) -> None:
-    """Echo the replay's lines; keep the wall time of bag time 0 it reports."""
+def _forward_replay_output(replay, clock: dict, key: str, echo: bool) -> None:
+    """Echo the replay's lines (when `echo`); keep the wall time of bag time 0 it reports."""
     for line in replay.stdout:
-        print(line, end="", flush=True)
+        if echo:
+            print(line, end="", flush=True)
         if line.startswith("replay clock:"):
             clock[key] = float(line.rsplit(" ", 1)[1])
 
@@ -190,28 +199,66 @@ def _prepare_bag(job: DemoJob, index: int) -> tuple[Path, Optional[DemoBagSpec]]
     shutil.rmtree(bag, ignore_errors=True)
     spec = DemoBagSpec(duration_s=job.duration_s, seed=job.seed + index)
     write_demo_bag(bag, spec)
-    print(f"wrote demo bag {bag} (world {spec.seed})", flush=True)
+    if job.live:
+        print(f"wrote demo bag {bag} (world {spec.seed})", flush=True)
     return bag, spec
 
 
-def start_fleet_nodes(ros_args: list, robots: list[str], directory: Path) -> list:
-    """One inference process serving the robots, and each robot's camera_ingest under
-    /<robot> with its topics there (its YAML section: the file's key would not reach it)."""
+def start_fleet_nodes(ros_args: list, robots: list[str], directory: Path,
+                      separate: bool = False, output=None) -> tuple[list, list]:
+    """(servers, ingests): one inference process serving the robots (separate: one per
+    robot, as N launch files would start them), and each robot's camera_ingest under
+    /<robot> with its topics there. Namespaced and renamed nodes take their YAML section
+    directly (the file's key would not reach them)."""
     params = _params_file(ros_args)
     config = Path(params) if params else launch_plan.config_file({}, _config_dir())
-    processes = [subprocess.Popen(node_command("inference", "inference_node") + ros_args
-                                  + ["-p", f"robots:=[{', '.join(robots)}]"])]
+    if separate:
+        inference = launch_plan.node_section(config, "inference") | _overrides(ros_args)
+        servers = []
+        for robot in robots:
+            server_yaml = directory / f"inference_{robot}.yaml"
+            server_yaml.write_text(yaml.safe_dump({f"/inference_{robot}": {
+                "ros__parameters": inference | {"robots": [robot]}}}))
+            servers.append(subprocess.Popen(
+                node_command("inference", "inference_node")
+                + ["--ros-args", "--params-file", str(server_yaml),
+                   "-r", f"__node:=inference_{robot}"], stdout=output, stderr=output))
+    else:
+        servers = [subprocess.Popen(node_command("inference", "inference_node") + ros_args
+                                    + ["-p", f"robots:=[{', '.join(robots)}]"],
+                                    stdout=output, stderr=output)]
+    ingests = []
     for robot in robots:
-        arguments = {"namespace": robot}
         values = launch_plan.node_section(config, "camera_ingest") | \
-            launch_plan.topic_overrides(arguments, config, "camera_ingest")
+            launch_plan.topic_overrides({"namespace": robot}, config, "camera_ingest")
         robot_yaml = directory / f"{robot}_camera_ingest.yaml"
         robot_yaml.write_text(yaml.safe_dump(
             {f"/{robot}/camera_ingest": {"ros__parameters": values}}))
-        processes.append(subprocess.Popen(
+        ingests.append(subprocess.Popen(
             node_command("camera_ingest", "camera_ingest") + ros_args
-            + ["--params-file", str(robot_yaml), "-r", f"__ns:=/{robot}"]))
-    return processes
+            + ["--params-file", str(robot_yaml), "-r", f"__ns:=/{robot}"],
+            stdout=output, stderr=output))
+    return servers, ingests
+
+
+def _overrides(ros_args: list) -> dict:
+    """The inference node's -p inference:NAME:=VALUE overrides, typed as YAML reads them."""
+    found = {}
+    for flag, item in zip(ros_args, ros_args[1:]):
+        target, sep, value = item.partition(":=")
+        if flag == "-p" and sep and target.startswith("inference:"):
+            found[target.removeprefix("inference:")] = yaml.safe_load(value)
+    return found
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """A running process's peak resident memory (VmHWM; 0 once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    line = next((l for l in status.splitlines() if l.startswith("VmHWM:")), "VmHWM: 0 kB")
+    return int(line.split()[1]) * 1024
 
 
 def _config_dir() -> Path:
@@ -220,40 +267,61 @@ def _config_dir() -> Path:
 
 
 def run_demo(job: DemoJob) -> int:
+    summaries, _ = run_robots(job)
+    return 0 if all(s["action_chunks"] > 0 and s["commands_received"] > 0
+                    for s in summaries.values()) else 1
+
+
+def run_robots(job: DemoJob) -> tuple[dict, int]:
+    """Run the job: each robot's summary (by name) and the inference processes' peak
+    resident memory, together (bytes)."""
     robots = job.robot_names()
     bags = [_prepare_bag(job, index) for index in range(len(robots))]
-    params = tempfile.TemporaryDirectory(prefix="oxygen-fleet-")   # robots' ingest YAMLs
-    nodes = (start_nodes(job.ros_args) if job.robots == 1 else
-             start_fleet_nodes(job.ros_args, robots, Path(params.name)))
+    params = tempfile.TemporaryDirectory(prefix="oxygen-fleet-")   # robots' YAMLs
+    servers, ingests = _start(job, robots, Path(params.name))
     rclpy.init(args=["oxygen-ros-demo"], signal_handler_options=SignalHandlerOptions.NO)
     stop = install_stop_signals()   # Ctrl-C reaches the nodes too: they stop cleanly
     monitors = [OutputMonitor(robot) for robot in robots]
-    clock: dict = {}
-    replays = []
-    for robot, (bag, _) in zip(robots, bags):
-        # a replay starts once its robot's nodes subscribe (the model loads and calibrates)
-        replays.append(subprocess.Popen(
-            [sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag), "--restamp",
-             "--wait-for-subscribers", "120", "--delay", "0.5", "--namespace", robot],
-            stdout=subprocess.PIPE, text=True))
-        threading.Thread(target=_forward_replay_output, args=(replays[-1], clock, robot),
-                         daemon=True).start()
     executor = SingleThreadedExecutor()
     for monitor in monitors:
         executor.add_node(monitor)
+    clock: dict = {}
+    replays: list = []
     try:
-        spin_until(executor, stop, every_second=DemoProgress(monitors, replays))
+        # the replays start together once every robot's server reports (models loaded and
+        # calibrated): a robot's numbers do not include another server's start-up
+        deadline = time.monotonic() + READY_S
+        while (not stop.is_set() and time.monotonic() < deadline
+               and not all(m.status_name in m.diagnostics for m in monitors)):
+            executor.spin_once(timeout_sec=0.1)
+        for robot, (bag, _) in zip(robots, bags):
+            replays.append(subprocess.Popen(
+                [sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag), "--restamp",
+                 "--wait-for-subscribers", "60", "--delay", "0.5", "--namespace", robot],
+                stdout=subprocess.PIPE, text=True))
+            threading.Thread(target=_forward_replay_output,
+                             args=(replays[-1], clock, robot, job.live), daemon=True).start()
+        spin_until(executor, stop, every_second=DemoProgress(monitors, replays, live=job.live))
     finally:
         ignore_stop_signals()
+        rss = sum(peak_rss_bytes(server.pid) for server in servers)
         stop_children(replays, grace_s=5.0)
-        stop_children(nodes)
-        _report(job, monitors, [spec for _, spec in bags], clock)
+        stop_children(servers + ingests)
+        summaries = _report(job, monitors, [spec for _, spec in bags], clock)
         executor.shutdown()
         for monitor in monitors:
             monitor.destroy_node()
         rclpy.try_shutdown()
         params.cleanup()
-    return 0 if all(m.chunks > 0 and m.command_times for m in monitors) else 1
+    return summaries, rss
+
+
+def _start(job: DemoJob, robots: list[str], directory: Path) -> tuple[list, list]:
+    if robots == [""]:    # as humanoid.launch.py runs one robot
+        ingest, inference = start_nodes(job.ros_args)
+        return [inference], [ingest]
+    return start_fleet_nodes(job.ros_args, robots, directory, job.separate,
+                             output=None if job.live else subprocess.DEVNULL)
 
 
 def _params_file(ros_args: list) -> Optional[str]:
@@ -261,7 +329,7 @@ def _params_file(ros_args: list) -> Optional[str]:
                  if arg == "--params-file"), None)
 
 
-def _report(job: DemoJob, monitors, specs, clock: dict) -> None:
+def _report(job: DemoJob, monitors, specs, clock: dict) -> dict:
     summaries = {}
     for monitor, spec in zip(monitors, specs):
         summary = demo_summary(monitor) | {"params_file": _params_file(job.ros_args),
@@ -271,15 +339,17 @@ def _report(job: DemoJob, monitors, specs, clock: dict) -> None:
                                        job.memory_period_s, dict(monitor.finished_dialogue),
                                        monitor.dialogue_stamps, monitor.summaries,
                                        monitor.commands, clock.get(monitor.robot))
-            for line in score.answer_lines(summary["answers"]):
+            for line in score.answer_lines(summary["answers"]) if job.live else ():
                 print(f"{monitor.robot}: {line}" if monitor.robot else line, flush=True)
         line = summary_line(summary)
-        print(f"{monitor.robot} {line}" if monitor.robot else line, flush=True)
+        if job.live:
+            print(f"{monitor.robot} {line}" if monitor.robot else line, flush=True)
         summaries[monitor.robot] = summary
-    if job.robots > 1:
+    if job.robots > 1 and job.live:
         print(fleet_line(summaries), flush=True)
     if job.summary_path:
         document = summaries[""] if job.robots == 1 else {"robots": summaries}
         Path(job.summary_path).parent.mkdir(parents=True, exist_ok=True)
         Path(job.summary_path).write_text(json.dumps(document, indent=2) + "\n")
         print(f"wrote {job.summary_path}", flush=True)
+    return summaries

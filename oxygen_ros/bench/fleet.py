@@ -1,0 +1,146 @@
+"""bench-fleet: N demo robots served by one fleet server against N single-robot servers
+(separate processes, each with its own model, as N launch files would start them) on the
+same machine, for N = 1, 2, 4, 8, the two modes interleaved. Each run is the main job
+(demo_job.py) with N robots: per robot, commands Hz, held fraction, deadline misses, chunk
+latency, answers; per run, language tokens/s, KV peak, the servers' peak RSS; and the
+largest N each mode serves at targets (held ≤ 2 %, no deadline miss, no robot refused,
+every request answered)."""
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
+
+from oxygen_ros.bench.report import pyplot
+from oxygen_ros.ros.demo_job import DemoJob, run_robots
+
+MODES = ("fleet", "separate")
+HELD_TARGET = 0.02
+PER_ROBOT = ("commands_hz", "held_command_fraction", "deadline_misses", "chunk_latency_ms_p50",
+             "chunk_latency_ms_max", "chunk_age_ms", "action_path_ms_p95", "dialogue_answers",
+             "dialogue_requests", "answer_accuracy", "memory_accuracy", "action_error",
+             "refused")
+
+
+@dataclass
+class FleetRun:
+    mode: str
+    robots: int
+    per_robot: dict = field(default_factory=dict)     # robot -> PER_ROBOT values
+    tokens_per_s: float = 0.0
+    kv_bytes_peak: int = 0
+    rss_bytes: int = 0
+    wall_s: float = 0.0
+    at_targets: bool = False
+
+
+def at_targets(per_robot: dict) -> bool:
+    """Every robot served, held ≤ 2 %, no deadline miss, every request answered."""
+    return all(not r["refused"] and (r["held_command_fraction"] or 0.0) <= HELD_TARGET
+               and not r["deadline_misses"] and r["commands_hz"] > 0
+               and r["dialogue_answers"] >= (r["dialogue_requests"] or 0)
+               for r in per_robot.values())
+
+
+def measure(mode: str, robots: int, ros_args: list, seed: int, duration_s: float,
+            memory_period_s: float, bag: str) -> FleetRun:
+    started = time.monotonic()
+    summaries, rss = run_robots(DemoJob(ros_args, bag, seed, duration_s, None,
+                                        memory_period_s, robots, separate=mode == "separate",
+                                        live=False))
+    run = FleetRun(mode, robots, rss_bytes=rss, wall_s=time.monotonic() - started)
+    run.per_robot = {name: {key: s.get(key) for key in PER_ROBOT}
+                     for name, s in summaries.items()}
+    # one engine (fleet) or one per robot (separate): its language tokens and KV peak
+    engines = list(summaries.values())[:1] if mode == "fleet" else summaries.values()
+    run.tokens_per_s = sum(s["language_tokens"] or 0 for s in engines) / duration_s
+    run.kv_bytes_peak = sum(s["kv_bytes_peak"] or 0 for s in engines)
+    run.at_targets = at_targets(run.per_robot)
+    return run
+
+
+def run(counts=(1, 2, 4, 8), ros_args: Optional[list] = None, seed: int = 0,
+        duration_s: float = 8.0, memory_period_s: float = 4.0, bag: str = "build/bench_fleet/bag",
+        progress: Optional[Callable[[FleetRun], None]] = None) -> dict:
+    """Both modes for each N, interleaved (fleet then separate at each N)."""
+    runs = []
+    for count in counts:
+        for mode in MODES:
+            runs.append(measure(mode, count, ros_args or [], seed, duration_s, memory_period_s,
+                                bag))
+            if progress:
+                progress(runs[-1])
+    return result(runs)
+
+
+def result(runs: list) -> dict:
+    best = {mode: max([r.robots for r in runs if r.mode == mode and r.at_targets], default=0)
+            for mode in MODES}
+    by = {(r.mode, r.robots): r for r in runs}
+    ratios = {}
+    if ("fleet", 4) in by and ("fleet", 1) in by:
+        one = _mean(by[("fleet", 1)], "action_path_ms_p95")
+        ratios["fleet_action_path_4_vs_1"] = _mean(by[("fleet", 4)], "action_path_ms_p95") / one
+        ratios["fleet_rss_4_vs_1"] = by[("fleet", 4)].rss_bytes / by[("fleet", 1)].rss_bytes
+    if ("fleet", 4) in by and ("separate", 4) in by:
+        ratios["separate_rss_4_vs_fleet_4"] = (by[("separate", 4)].rss_bytes
+                                               / by[("fleet", 4)].rss_bytes)
+    return {"max_robots_at_targets": best,
+            "fleet_vs_separate_robots": (best["fleet"] / best["separate"]
+                                         if best["separate"] else None),
+            "ratios": ratios, "runs": [asdict(r) for r in runs]}
+
+
+def _mean(run: FleetRun, key: str) -> float:
+    values = [r[key] for r in run.per_robot.values() if r[key] is not None and not r["refused"]]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _worst(run: FleetRun, key: str, pick=max) -> float:
+    values = [r[key] or 0 for r in run.per_robot.values()]
+    return pick(values) if values else float("nan")
+
+
+def line(run: FleetRun) -> str:
+    refused = sum(bool(r["refused"]) for r in run.per_robot.values())
+    answers = sum(r["dialogue_answers"] for r in run.per_robot.values())
+    requests = sum(r["dialogue_requests"] or 0 for r in run.per_robot.values())
+    return (f"{run.mode:>8} N={run.robots}: commands ≥ {_worst(run, 'commands_hz', min):5.1f} Hz,"
+            f" held ≤ {_worst(run, 'held_command_fraction'):.3f}, misses "
+            f"{sum(r['deadline_misses'] or 0 for r in run.per_robot.values())}, refused "
+            f"{refused}, answers {answers}/{requests}, chunk latency p50 "
+            f"{_mean(run, 'chunk_latency_ms_p50'):.0f} ms, action path p95 "
+            f"{_mean(run, 'action_path_ms_p95'):.0f} ms, tokens/s {run.tokens_per_s:.0f}, "
+            f"KV peak {run.kv_bytes_peak / 2**20:.1f} MiB, RSS {run.rss_bytes / 2**20:.0f} MiB"
+            f" — {'at targets' if run.at_targets else 'misses targets'}")
+
+
+def table(data: dict) -> str:
+    rows = [line(FleetRun(**r)) for r in data["runs"]]
+    best = data["max_robots_at_targets"]
+    rows.append(f"largest N at targets: fleet {best['fleet']}, separate {best['separate']}"
+                + "".join(f"; {k} {v:.2f}" for k, v in data["ratios"].items()))
+    return "\n".join(rows)
+
+
+def plot(data: dict, path: str) -> None:
+    plt = pyplot()
+    figure, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for mode, style in zip(MODES, ("o-", "s--")):
+        runs = [FleetRun(**r) for r in data["runs"] if r["mode"] == mode]
+        counts = [r.robots for r in runs]
+        axes[0].plot(counts, [_worst(r, "held_command_fraction") for r in runs], style,
+                     label=mode)
+        axes[1].plot(counts, [_mean(r, "chunk_latency_ms_p50") for r in runs], style,
+                     label=mode)
+        axes[2].plot(counts, [r.rss_bytes / 2**20 for r in runs], style, label=mode)
+    axes[0].axhline(HELD_TARGET, color="gray", lw=0.8)
+    counts = sorted({r["robots"] for r in data["runs"]})
+    for axis, title in zip(axes, ("worst held fraction", "chunk latency p50 (ms)",
+                                  "servers' peak RSS (MiB)")):
+        axis.set_xlabel("robots")
+        axis.set_xticks(counts)
+        axis.set_title(title)
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -1,0 +1,41 @@
+"""bench-fleet's verdicts: a run is at targets only when every robot is served, holds at
+most 2 % of its commands, misses no deadline and has every request answered; the
+headline is the largest N each mode serves so, and the JSON says it per mode."""
+
+from dataclasses import asdict
+
+from oxygen_ros.bench.fleet import FleetRun, at_targets, result, table
+
+
+def robot(**changes) -> dict:
+    return {"commands_hz": 50.0, "held_command_fraction": 0.0, "deadline_misses": 0,
+            "chunk_latency_ms_p50": 150.0, "chunk_latency_ms_max": 200.0, "chunk_age_ms": 150.0,
+            "action_path_ms_p95": 160.0, "dialogue_answers": 3, "dialogue_requests": 3,
+            "answer_accuracy": 1.0, "memory_accuracy": 1.0, "action_error": 0.1,
+            "refused": ""} | changes
+
+
+def test_each_target_is_needed():
+    assert at_targets({"a": robot(), "b": robot(held_command_fraction=0.02)})
+    for bad in (dict(held_command_fraction=0.021), dict(deadline_misses=1),
+                dict(refused="refused: 4 robots would miss their targets"),
+                dict(dialogue_answers=2), dict(commands_hz=0.0)):
+        assert not at_targets({"a": robot(), "b": robot(**bad)}), bad
+
+
+def test_the_headline_is_the_largest_n_at_targets_per_mode():
+    def run(mode, count, ok=True, path=160.0, rss=600):
+        per_robot = {f"robot_{i}": robot(action_path_ms_p95=path,
+                                         deadline_misses=0 if ok else 2) for i in range(count)}
+        return FleetRun(mode, count, per_robot, rss_bytes=rss * 2**20,
+                        at_targets=at_targets(per_robot))
+    runs = [run("fleet", 1), run("separate", 1), run("fleet", 2), run("separate", 2, ok=False),
+            run("fleet", 4, path=240.0, rss=700), run("separate", 4, ok=False, rss=2400)]
+    data = result(runs)
+    assert data["max_robots_at_targets"] == {"fleet": 4, "separate": 1}
+    assert data["fleet_vs_separate_robots"] == 4.0
+    assert data["ratios"]["fleet_action_path_4_vs_1"] == 1.5
+    assert abs(data["ratios"]["fleet_rss_4_vs_1"] - 700 / 600) < 1e-9
+    assert data["ratios"]["separate_rss_4_vs_fleet_4"] == 2400 / 700
+    assert data["runs"][0] == asdict(runs[0]) and len(data["runs"]) == 6
+    assert "largest N at targets: fleet 4, separate 1" in table(data)
