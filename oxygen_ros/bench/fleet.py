@@ -48,9 +48,10 @@ def at_targets(per_robot: dict) -> bool:
 
 
 def measure(mode: str, robots: int, ros_args: list, seed: int, duration_s: float,
-            memory_period_s: float, bag: str) -> FleetRun:
+            memory_period_s: float) -> FleetRun:
     started = time.monotonic()
-    summaries, rss = run_robots(DemoJob(ros_args, bag, seed, duration_s, None,
+    # bag None: fresh bags of worlds seed .. seed+N-1 each run, scored against their worlds
+    summaries, rss = run_robots(DemoJob(ros_args, None, seed, duration_s, None,
                                         memory_period_s, robots, separate=mode == "separate",
                                         live=False))
     run = FleetRun(mode, robots, rss_bytes=rss, wall_s=time.monotonic() - started)
@@ -66,14 +67,13 @@ def measure(mode: str, robots: int, ros_args: list, seed: int, duration_s: float
 
 
 def run(counts=(1, 2, 4, 8), ros_args: Optional[list] = None, seed: int = 0,
-        duration_s: float = 8.0, memory_period_s: float = 4.0, bag: str = "build/bench_fleet/bag",
+        duration_s: float = 8.0, memory_period_s: float = 4.0,
         progress: Optional[Callable[[FleetRun], None]] = None) -> dict:
     """Both modes for each N, interleaved (fleet then separate at each N)."""
     runs = []
     for count in counts:
         for mode in MODES:
-            runs.append(measure(mode, count, ros_args or [], seed, duration_s, memory_period_s,
-                                bag))
+            runs.append(measure(mode, count, ros_args or [], seed, duration_s, memory_period_s))
             if progress:
                 progress(runs[-1])
     return result(runs)

@@ -33,6 +33,7 @@ from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals, s
 
 DEFAULT_DEMO_BAG = "build/demo_bag"
 READY_S = 300.0     # until every server reports: N separate servers load and calibrate
+REPLAY_WAIT_S = 60  # a replay waits this long for its subscribers
 SUMMARY_FROM_DIAGNOSTICS = (
     "frames", "deadline_misses", "commands", "held_commands", "held_command_fraction",
     "chunk_latency_ms_p50", "chunk_latency_ms_max", "action_path_ms_p95", "frame_period_s",
@@ -69,8 +70,10 @@ class DemoProgress:
     demo once every replay has ended and every request is answered (at most `drain_s`
     later)."""
 
-    def __init__(self, monitors, replays, drain_s: float = 30.0, live: bool = True):
+    def __init__(self, monitors, replays, drain_s: float = 30.0, live: bool = True,
+                 replay_limit_s: float = float("inf")):
         self.monitors, self.replays, self.live = monitors, replays, live
+        self.replay_limit_s = replay_limit_s   # a replay still running then is stuck
         self.drain_s = drain_s
         self.shown = [0] * len(monitors)
         self.replay_ended_at = None
@@ -90,7 +93,7 @@ class DemoProgress:
             for request_id, text in monitor.finished_dialogue[self.shown[index]:]:
                 print(f"          {name}dialogue {request_id}: {text[:70]!r}", flush=True)
             self.shown[index] = len(monitor.finished_dialogue)
-        if any(replay.poll() is None for replay in self.replays):
+        if elapsed < self.replay_limit_s and any(r.poll() is None for r in self.replays):
             return True
         self.replay_ended_at = self.replay_ended_at or elapsed
         waited = elapsed - self.replay_ended_at
@@ -297,11 +300,15 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
         for robot, (bag, _) in zip(robots, bags):
             replays.append(subprocess.Popen(
                 [sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag), "--restamp",
-                 "--wait-for-subscribers", "60", "--delay", "0.5", "--namespace", robot],
+                 "--wait-for-subscribers", str(REPLAY_WAIT_S), "--delay", "0.5",
+                 "--namespace", robot],
                 stdout=subprocess.PIPE, text=True))
             threading.Thread(target=_forward_replay_output,
                              args=(replays[-1], clock, robot, job.live), daemon=True).start()
-        spin_until(executor, stop, every_second=DemoProgress(monitors, replays, live=job.live))
+        # each bag's length, the replay's own wait for subscribers, and a margin
+        limit = job.duration_s + REPLAY_WAIT_S + 30.0
+        spin_until(executor, stop, every_second=DemoProgress(
+            monitors, replays, live=job.live, replay_limit_s=limit))
     finally:
         ignore_stop_signals()
         rss = sum(peak_rss_bytes(server.pid) for server in servers)
