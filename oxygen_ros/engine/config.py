@@ -64,8 +64,8 @@ class EngineConfig:
                                                "with finish_reason timeout (0: never)",
                                          range=(0.0, 1e6))
     max_pending_requests: int = parameter(
-        64, "dialogue requests beyond this many waiting or running end at once with "
-            "finish_reason queue_full", range=(1, 1_000_000))
+        64, "dialogue requests of one robot beyond this many waiting or running end at once "
+            "with finish_reason queue_full", range=(1, 1_000_000))
     # -- speed on CUDA (the CPU path never changes)
     cuda_graphs: bool = parameter(True, "on CUDA: decode steps and the denoising loop as "
                                         "CUDA graphs")
