@@ -167,10 +167,9 @@ class EngineCore:
                                         new.robot)
         self.counters["dialogue_requests"] += 1
         self.counters["truncated_requests"] += request.truncated
-        pending = sum(r.kind == "dialogue" and r.robot == new.robot
-                      for r in (*self.scheduler.waiting, *self.scheduler.running))
         reason = ("robot_refused" if self.robots[new.robot].refused else
-                  "queue_full" if pending >= self.config.max_pending_requests else "")
+                  "queue_full" if self._scheduled_dialogue(new.robot)
+                  >= self.config.max_pending_requests else "")
         if reason:
             self.counters["rejected_requests"] += 1
             request.status = Status.FINISHED
@@ -404,8 +403,11 @@ class EngineCore:
         """`robot`'s dialogue requests waiting or running, and those not taken in yet."""
         with self._inbox_lock:
             queued = self._inbox_dialogue[robot]
-        return queued + sum(r.kind == "dialogue" and r.robot == robot
-                            for r in (*self.scheduler.waiting, *self.scheduler.running))
+        return queued + self._scheduled_dialogue(robot)
+
+    def _scheduled_dialogue(self, robot: str) -> int:
+        return sum(r.kind == "dialogue" and r.robot == robot
+                   for r in (*self.scheduler.waiting, *self.scheduler.running))
 
     @property
     def pending_requests(self) -> int:

@@ -106,7 +106,7 @@ def answered(monitor) -> bool:
     """Every dialogue request the robot's status counts has its answer here."""
     diag = monitor.diagnostics.get(monitor.status_name, {})
     requests = int(diag.get("dialogue_requests", 0))
-    return (diag.get("pending_dialogue", diag.get("pending_requests")) == "0"
+    return (diag.get("pending_dialogue") == "0"
             and len(monitor.finished_dialogue) >= requests)
 
 
