@@ -23,14 +23,8 @@ ARGUMENTS = {
     "server": ("inference", "this server's node name (servers sharing a graph: one each)"),
     "config_file": ("", "parameters YAML (its inference section); default: the preset's "
                         "shipped YAML, humanoid.yaml for small"),
-    "preset": ("", "model preset: small, tiny, pi05 or demo (default: the YAML's)"),
-    "checkpoint": ("", "π0.5 checkpoint directory (default: the YAML's)"),
-    "tokenizer": ("", "PaliGemma SentencePiece .model file (default: the YAML's)"),
-    "dry_run": ("", "true: publish no commands or trajectories (default: the YAML's)"),
-    "autostart": ("", "false: leave the server unconfigured for a lifecycle manager "
-                      "(default: the YAML's, true)"),
+    **launch_plan.MODEL_ARGUMENTS,
     "respawn": ("false", "restart the server when it exits instead of shutting down"),
-    "use_sim_time": ("false", "use /clock (true when replaying bags with --clock)"),
 }
 
 

@@ -24,14 +24,8 @@ ARGUMENTS = {
     "config_file": ("", "parameters YAML for camera_ingest and inference; one that does "
                         "not exist stops the launch (default: the preset's shipped YAML, "
                         "humanoid.yaml for small)"),
-    "preset": ("", "model preset: small, tiny, pi05 or demo (default: the YAML's)"),
-    "checkpoint": ("", "π0.5 checkpoint directory (default: the YAML's)"),
-    "tokenizer": ("", "PaliGemma SentencePiece .model file (default: the YAML's)"),
-    "dry_run": ("", "true: publish no commands or trajectories (default: the YAML's)"),
-    "autostart": ("", "false: leave inference unconfigured for a lifecycle manager "
-                      "(default: the YAML's, true)"),
+    **launch_plan.MODEL_ARGUMENTS,
     "respawn": ("false", "restart a node that exits instead of shutting everything down"),
-    "use_sim_time": ("false", "use /clock (true when replaying bags with --clock)"),
     "joint_states_topic": ("", "robot joint states (default: the YAML's, /joint_states, "
                                "under the namespace)"),
     "command_topic": ("", "per-step Float64MultiArray commands (default: the YAML's, "

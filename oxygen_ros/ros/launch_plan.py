@@ -28,6 +28,16 @@ DEFAULT_CONFIG = "humanoid.yaml"
 OVERRIDABLE = ("preset", "checkpoint", "tokenizer", "dry_run", "autostart")
 BOOLEANS = ("dry_run", "autostart")
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+# the launch arguments both launch files declare: (default, description)
+MODEL_ARGUMENTS = {
+    "preset": ("", "model preset: small, tiny, pi05 or demo (default: the YAML's)"),
+    "checkpoint": ("", "π0.5 checkpoint directory (default: the YAML's)"),
+    "tokenizer": ("", "PaliGemma SentencePiece .model file (default: the YAML's)"),
+    "dry_run": ("", "true: publish no commands or trajectories (default: the YAML's)"),
+    "autostart": ("", "false: leave the inference node unconfigured for a lifecycle manager "
+                      "(default: the YAML's, true)"),
+    "use_sim_time": ("false", "use /clock (true when replaying bags with --clock)"),
+}
 INFERENCE_PLACES = ("local", "remote")
 # per node: the parameters that name a robot's topics (and its Ask action)
 ROBOT_TOPICS = {
