@@ -8,8 +8,6 @@ finish_reason engine_error and frees its pages, then re-raises: the caller repor
 
 import contextlib
 import itertools
-import queue
-import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
@@ -22,10 +20,11 @@ from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.cost_model import StepCostModel
 from oxygen_ros.engine.dialogue_task import DialogueTask
 from oxygen_ros.engine.frame_timing import FrameTiming
+from oxygen_ros.engine.inbox import Cancel, Inbox, NewDialogue
 from oxygen_ros.engine.memory_task import MemoryTask
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.outputs import ActionChunk, FrameReport, TextChunk
-from oxygen_ros.engine.request import Cancel, LanguageRequest, NewDialogue, Status
+from oxygen_ros.engine.request import LanguageRequest, Status
 from oxygen_ros.engine.robot import Robot, robot_names
 from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.normalization import Normalization
@@ -33,7 +32,7 @@ from oxygen_ros.model.pi05 import Pi05Model
 from oxygen_ros.model.prefix import Prefix, build_prefix
 from oxygen_ros.model.prompt import pi05_prompt
 from oxygen_ros.model.sampling import sample
-from oxygen_ros.model.tokenizer import ByteTokenizer
+from oxygen_ros.model.tokenizer import tokenizer_for
 
 Callback = Optional[Callable[[object], None]]
 
@@ -47,12 +46,6 @@ class Served:
     prefix: Prefix
 
 
-def tokenizer_for(model: Pi05Model):
-    if model.config.tokenizer == "bytes":
-        return ByteTokenizer()
-    raise ValueError(f"model tokenizer {model.config.tokenizer!r} needs a tokenizer file")
-
-
 class EngineCore:
     mode = "core"
     serves_fleets = False         # several robots in one frame (the OxyGen loop only)
@@ -64,7 +57,7 @@ class EngineCore:
         self.model, self.config = model, config
         self.normalization = normalization or Normalization()
         self.clock = clock or MonotonicClock()
-        self.tokenizer = tokenizer or tokenizer_for(model)
+        self.tokenizer = tokenizer or tokenizer_for(model.config)
         self.eos_id = getattr(self.tokenizer, "eos_id", None)
         names = robot_names(robots)
         if len(names) > 1 and not self.serves_fleets:
@@ -83,9 +76,7 @@ class EngineCore:
         # the ids clients see, in arrival order; a caller that outlives engines passes its own
         self._dialogue_ids = dialogue_ids or itertools.count(1)
         self.last_error = ""                          # the newest failed frame's error
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._inbox_lock = threading.Lock()
-        self._inbox_dialogue: Counter = Counter()   # per robot: requests not taken in yet
+        self._inbox = Inbox()
         self.max_prefix_tokens = (len(config.camera_names) * model.config.image_tokens_per_camera
                                   + model.config.max_prompt_tokens)
 
@@ -132,8 +123,6 @@ class EngineCore:
         count 1, 2, 3, ... in arrival order)."""
         name = self.robot.name if robot is None else self.robot_of(robot).name
         request_id = next(self._dialogue_ids)
-        with self._inbox_lock:
-            self._inbox_dialogue[name] += 1
         self._inbox.put(NewDialogue(request_id, text, max_tokens, self.clock.now(), name))
         return request_id
 
@@ -147,16 +136,10 @@ class EngineCore:
         self._drain_inbox()
 
     def _drain_inbox(self) -> None:
-        while True:
-            try:
-                message = self._inbox.get_nowait()
-            except queue.Empty:
-                return
+        for message in self._inbox.take():
             if isinstance(message, Cancel):
                 self._cancel(message.request_id)
             else:
-                with self._inbox_lock:
-                    self._inbox_dialogue[message.robot] -= 1
                 self._take_in(message)
 
     def _take_in(self, new: NewDialogue) -> None:
@@ -397,13 +380,11 @@ class EngineCore:
         """Dialogue requests waiting or running, and those not taken in yet."""
         return (sum(r.kind == "dialogue" for r in (*self.scheduler.waiting,
                                                    *self.scheduler.running))
-                + self._inbox.qsize())
+                + len(self._inbox))
 
     def pending_dialogue_of(self, robot: str) -> int:
         """`robot`'s dialogue requests waiting or running, and those not taken in yet."""
-        with self._inbox_lock:
-            queued = self._inbox_dialogue[robot]
-        return queued + self._scheduled_dialogue(robot)
+        return self._inbox.dialogue_of(robot) + self._scheduled_dialogue(robot)
 
     def _scheduled_dialogue(self, robot: str) -> int:
         return sum(r.kind == "dialogue" and r.robot == robot
@@ -411,4 +392,4 @@ class EngineCore:
 
     @property
     def pending_requests(self) -> int:
-        return len(self.scheduler) + self._inbox.qsize()
+        return len(self.scheduler) + len(self._inbox)

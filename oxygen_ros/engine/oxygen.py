@@ -190,7 +190,7 @@ class OxygenEngine(SharedCacheEngine):
         return self.counters["tokens"] - before
 
     def has_language_work(self) -> bool:
-        return (bool(len(self.scheduler)) or not self._inbox.empty()
+        return (bool(len(self.scheduler)) or len(self._inbox) > 0
                 or any(robot.memory.is_due() for robot in self.robots.values()))
 
     def release_newest(self, robot: Optional[Robot] = None) -> None:

@@ -1,4 +1,4 @@
-"""Language requests: their state from arrival to last token, and the inbox messages for them."""
+"""Language requests: their state from arrival to last token."""
 
 import enum
 from dataclasses import dataclass, field
@@ -58,18 +58,3 @@ class LanguageRequest:
     def decodable(self) -> bool:
         return self.status is Status.RUNNING and self.unfed == 0 and bool(self.generated)
 
-
-@dataclass(frozen=True)
-class NewDialogue:
-    """A dialogue request as submitted (any thread); the engine takes it in at its next step."""
-    request_id: int
-    text: str
-    max_tokens: Optional[int]
-    arrival: float              # engine clock
-    robot: str = ""
-
-
-@dataclass(frozen=True)
-class Cancel:
-    """End dialogue request `request_id` at the engine's next step, if it has not ended."""
-    request_id: int

@@ -60,6 +60,13 @@ class StreamDecoder:
         return piece
 
 
+def tokenizer_for(config) -> ByteTokenizer:
+    """The tokenizer a model config names, where it needs no file (the byte tokenizer)."""
+    if config.tokenizer == "bytes":
+        return ByteTokenizer()
+    raise ValueError(f"model tokenizer {config.tokenizer!r} needs a tokenizer file")
+
+
 class PaliGemmaTokenizer:
     """The PaliGemma SentencePiece model (from a file: weights cannot be downloaded here)."""
 
