@@ -77,9 +77,6 @@ class OxygenEngine(SharedCacheEngine):
                     self.cache.free(table)
                 if run < action_paths - 1 or count < len(robots):
                     self.cache.free(tables[0])
-        for robot in robots:     # served together: the whole fleet's action path
-            for seconds in self.fleet_paths[len(robots)]:
-                robot.timing.observe_action_path(seconds)
         table = tables[0]
         forks = [self.cache.fork(table, "calibration") for _ in range(4)]
         self.cache.free(table)
@@ -98,6 +95,10 @@ class OxygenEngine(SharedCacheEngine):
             self.cache.free(fork)
         self.cache.pool.reset_peak()
         self.admit()
+        served = [robot for robot in robots if not robot.refused]
+        for robot in robots:     # the served are served together: their action path
+            for seconds in self.fleet_paths[len(served)]:
+                robot.timing.observe_action_path(seconds)
 
     def fleet_capacity(self, count: int) -> Optional[Capacity]:
         """What the first `count` robots would get, served in one frame each period, from

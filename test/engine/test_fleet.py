@@ -182,6 +182,10 @@ def test_a_robot_the_capacity_cannot_serve_is_refused_with_the_numbers(tiny_mode
     assert reason.startswith("refused: 3 robots would miss their targets"), reason
     assert "action path" in reason and "ms" in reason and "2 are served" in reason
     assert engine.fleet_capacity(2).meets_targets and not engine.fleet_capacity(3).meets_targets
+    # the served plan with the path of the robots served together, not of all three
+    for robot in engine.robots.values():
+        assert robot.timing.action_path_max() == pytest.approx(max(engine.fleet_paths[2]))
+    assert max(engine.fleet_paths[2]) < min(engine.fleet_paths[3])
     events = Events(engine)
     engine.submit_dialogue("hello", robot="c")
     engine.drain()
