@@ -6,7 +6,8 @@ latency, answers; per run, language tokens/s, KV peak, the servers' peak RSS. A 
 at targets when it is served (not refused), holds at most 2 % of its commands, misses no
 deadline and has every request answered. The headline, per mode: the most robots it kept
 at targets in one run (max_robots_at_targets), and the largest N with every robot at
-targets (largest_fleet_all_at_targets)."""
+targets (largest_fleet_all_at_targets). Then one more fleet run of N robots (default 4)
+whose last robot's camera_ingest is killed halfway: how the others fare (camera_killed)."""
 
 import time
 from dataclasses import asdict, dataclass, field
@@ -17,10 +18,10 @@ from oxygen_ros.ros.demo_job import DemoJob, run_robots
 
 MODES = ("fleet", "separate")
 HELD_TARGET = 0.02
-PER_ROBOT = ("commands_hz", "held_command_fraction", "deadline_misses", "chunk_latency_ms_p50",
+PER_ROBOT = ("commands_hz", "fresh_commands_hz", "held_command_fraction", "deadline_misses", "chunk_latency_ms_p50",
              "chunk_latency_ms_max", "chunk_age_ms", "action_path_ms_p95", "dialogue_answers",
              "dialogue_requests", "answer_accuracy", "memory_accuracy", "action_error",
-             "refused")
+             "refused", "camera_killed")
 
 
 @dataclass
@@ -34,6 +35,7 @@ class FleetRun:
     wall_s: float = 0.0
     robots_at_targets: int = 0
     at_targets: bool = False          # every robot
+    camera_killed_at_s: Optional[float] = None   # the last robot's cameras died then
 
 
 def robot_at_targets(robot: dict) -> bool:
@@ -48,13 +50,14 @@ def at_targets(per_robot: dict) -> bool:
 
 
 def measure(mode: str, robots: int, ros_args: list, seed: int, duration_s: float,
-            memory_period_s: float) -> FleetRun:
+            memory_period_s: float, camera_killed_at_s: Optional[float] = None) -> FleetRun:
     started = time.monotonic()
     # bag None: fresh bags of worlds seed .. seed+N-1 each run, scored against their worlds
     summaries, rss = run_robots(DemoJob(ros_args, None, seed, duration_s, None,
                                         memory_period_s, robots, separate=mode == "separate",
-                                        live=False))
-    run = FleetRun(mode, robots, rss_bytes=rss, wall_s=time.monotonic() - started)
+                                        live=False, camera_killed_at_s=camera_killed_at_s))
+    run = FleetRun(mode, robots, rss_bytes=rss, wall_s=time.monotonic() - started,
+                   camera_killed_at_s=camera_killed_at_s)
     run.per_robot = {name: {key: s.get(key) for key in PER_ROBOT}
                      for name, s in summaries.items()}
     # one engine (fleet) or one per robot (separate): its language tokens and KV peak
@@ -67,19 +70,47 @@ def measure(mode: str, robots: int, ros_args: list, seed: int, duration_s: float
 
 
 def run(counts=(1, 2, 4, 8), ros_args: Optional[list] = None, seed: int = 0,
-        duration_s: float = 8.0, memory_period_s: float = 4.0,
+        duration_s: float = 8.0, memory_period_s: float = 4.0, camera_killed: int = 4,
         progress: Optional[Callable[[FleetRun], None]] = None) -> dict:
-    """Both modes for each N, interleaved (fleet then separate at each N)."""
+    """Both modes for each N, interleaved (fleet then separate at each N); then, unless
+    camera_killed is 0, the fleet of that many with the last robot's camera killed
+    halfway."""
     runs = []
     for count in counts:
         for mode in MODES:
             runs.append(measure(mode, count, ros_args or [], seed, duration_s, memory_period_s))
             if progress:
                 progress(runs[-1])
+    if camera_killed:
+        runs.append(measure("fleet", camera_killed, ros_args or [], seed, duration_s,
+                            memory_period_s, camera_killed_at_s=duration_s / 2))
+        if progress:
+            progress(runs[-1])
     return result(runs)
 
 
-def result(runs: list) -> dict:
+def others(run: FleetRun) -> dict:
+    """A camera-killed run, over the robots whose cameras lived: the slowest fresh-command
+    rate, how many kept their targets, their answers (and how many were right)."""
+    rows = [r for r in run.per_robot.values() if not r["camera_killed"]]
+    return {"robots": run.robots, "killed_at_s": run.camera_killed_at_s,
+            "others_fresh_commands_hz_min": min((r["fresh_commands_hz"] or 0.0 for r in rows),
+                                                default=0.0),
+            "others_at_targets": sum(map(robot_at_targets, rows)), "others": len(rows),
+            "others_answers": sum(r["dialogue_answers"] for r in rows),
+            "others_requests": sum(r["dialogue_requests"] or 0 for r in rows),
+            "others_answer_accuracy": _average([r["answer_accuracy"] for r in rows]),
+            "others_memory_accuracy": _average([r["memory_accuracy"] for r in rows])}
+
+
+def _average(values: list) -> Optional[float]:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def result(all_runs: list) -> dict:
+    runs = [r for r in all_runs if r.camera_killed_at_s is None]
+    killed = [others(r) for r in all_runs if r.camera_killed_at_s is not None]
     best = {mode: max([r.robots_at_targets for r in runs if r.mode == mode], default=0)
             for mode in MODES}
     whole = {mode: max([r.robots for r in runs if r.mode == mode and r.at_targets], default=0)
@@ -96,7 +127,8 @@ def result(runs: list) -> dict:
     return {"max_robots_at_targets": best, "largest_fleet_all_at_targets": whole,
             "fleet_vs_separate_robots": (best["fleet"] / best["separate"]
                                          if best["separate"] else None),
-            "ratios": ratios, "runs": [asdict(r) for r in runs]}
+            "ratios": ratios, "camera_killed": killed[0] if killed else None,
+            "runs": [asdict(r) for r in all_runs]}
 
 
 def _mean(run: FleetRun, key: str) -> float:
@@ -113,7 +145,9 @@ def line(run: FleetRun) -> str:
     refused = sum(bool(r["refused"]) for r in run.per_robot.values())
     answers = sum(r["dialogue_answers"] for r in run.per_robot.values())
     requests = sum(r["dialogue_requests"] or 0 for r in run.per_robot.values())
-    return (f"{run.mode:>8} N={run.robots}: commands ≥ {_worst(run, 'commands_hz', min):5.1f} Hz,"
+    killed = (f", camera of robot_{run.robots - 1} killed at {run.camera_killed_at_s:g} s"
+              if run.camera_killed_at_s is not None else "")
+    return (f"{run.mode:>8} N={run.robots}{killed}: commands ≥ {_worst(run, 'commands_hz', min):5.1f} Hz,"
             f" held ≤ {_worst(run, 'held_command_fraction'):.3f}, misses "
             f"{sum(r['deadline_misses'] or 0 for r in run.per_robot.values())}, refused "
             f"{refused}, answers {answers}/{requests}, chunk latency p50 "
@@ -125,6 +159,13 @@ def line(run: FleetRun) -> str:
 
 def table(data: dict) -> str:
     rows = [line(FleetRun(**r)) for r in data["runs"]]
+    killed = data.get("camera_killed")
+    if killed:
+        rows.append(f"robot_{killed['robots'] - 1}'s camera killed at {killed['killed_at_s']:g} s:"
+                    f" the other {killed['others']} kept ≥ "
+                    f"{killed['others_fresh_commands_hz_min']:.1f} Hz fresh commands, "
+                    f"{killed['others_at_targets']}/{killed['others']} at targets, answers "
+                    f"{killed['others_answers']}/{killed['others_requests']}")
     best, whole = data["max_robots_at_targets"], data["largest_fleet_all_at_targets"]
     rows.append(f"most robots at targets: fleet {best['fleet']}, separate {best['separate']}; "
                 f"largest N all at targets: fleet {whole['fleet']}, separate "
@@ -137,7 +178,8 @@ def plot(data: dict, path: str) -> None:
     plt = pyplot()
     figure, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for mode, style in zip(MODES, ("o-", "s--")):
-        runs = [FleetRun(**r) for r in data["runs"] if r["mode"] == mode]
+        runs = [FleetRun(**r) for r in data["runs"]
+                if r["mode"] == mode and r["camera_killed_at_s"] is None]
         counts = [r.robots for r in runs]
         axes[0].plot(counts, [_worst(r, "held_command_fraction") for r in runs], style,
                      label=mode)

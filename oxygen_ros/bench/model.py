@@ -71,11 +71,13 @@ def measure_matmul_peak(device: torch.device, dtype: torch.dtype, size: int = 20
 
 def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         batches=(1, 4, 16), decode_steps: int = 16, repeats: int = 5,
-        seed: int = 0, cuda_graphs: bool = False, checkpoint: str = "") -> ModelBenchResult:
+        seed: int = 0, cuda_graphs: bool = False, checkpoint: str = "",
+        peak_size: int = 2048) -> ModelBenchResult:
     """dtype: a name or auto (model/precision.py). The model is built in that dtype from
     the preset with random weights, or loaded memory-mapped from `checkpoint`. A π0.5
     prompt (PaliGemma tokenizer) is padded to its max_prompt_tokens, 200, as π0.5 pads it.
-    cuda_graphs: replay decode steps and the denoising loop from CUDA graphs (CUDA only)."""
+    cuda_graphs: replay decode steps and the denoising loop from CUDA graphs (CUDA only).
+    peak_size: the side of the square matmuls the peak is measured on."""
     dtype_name, why = resolve_dtype(dtype, device)
     dtype = getattr(torch, dtype_name)
     dev = torch.device(device)
@@ -131,7 +133,7 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
     weight_bytes = sum(p.numel() * p.element_size() for p in lm.parameters())
     bandwidth = measure_bandwidth(dev)
     bound_ms = weight_bytes / (bandwidth * 1e9) * 1e3
-    peak = measure_matmul_peak(dev, dtype)
+    peak = measure_matmul_peak(dev, dtype, peak_size)
     gflop = flops.get_total_flops() / 1e9
     return ModelBenchResult(
         config.name if checkpoint else preset_name, str(dev), sample.num_tokens, prefill_ms,

@@ -109,10 +109,13 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
 def cmd_bench_fleet(args: argparse.Namespace) -> int:
     """Fleet benchmark: N demo robots through one fleet server against N single-robot
     servers (separate processes, each with its own model), N = 1, 2, 4, 8 interleaved;
-    the largest N each serves at targets."""
-    refused = at_least("bench-fleet", [("--robots", min(args.robots), 1)])
+    the largest N each serves at targets; then a fleet of 4 with one robot's camera killed."""
+    refused = at_least("bench-fleet", [("--robots", min(args.robots), 1),
+                                       ("--camera-killed", args.camera_killed, 0)])
     if refused:
         return refused
+    if args.camera_killed == 1:
+        return usage_error("bench-fleet", "--camera-killed needs 2 robots or more (0: skip)")
     if not args.duration > 0:
         return usage_error("bench-fleet", f"--duration must be above 0, not {args.duration:g}")
     from oxygen_ros.cli.demo import demo_configuration
@@ -125,7 +128,7 @@ def cmd_bench_fleet(args: argparse.Namespace) -> int:
     from oxygen_ros.bench import fleet
 
     result = fleet.run(tuple(args.robots), node_args[1:], args.seed, args.duration,
-                       memory_period_s, progress=lambda run: print(fleet.line(run), flush=True))
+                       memory_period_s, args.camera_killed, progress=lambda run: print(fleet.line(run), flush=True))
     print(fleet.table(result))
     if args.json:
         write_json(result, args.json)
@@ -240,6 +243,9 @@ def add_commands(sub) -> None:
     add_node_options(bench_fleet, preset="demo")
     bench_fleet.add_argument("--robots", type=int, nargs="+", default=[1, 2, 4, 8],
                              help="fleet sizes, each served both ways (default 1 2 4 8)")
+    bench_fleet.add_argument("--camera-killed", type=int, default=4, metavar="N",
+                             help="then a fleet of N whose last robot's camera_ingest is killed "
+                                  "halfway: how the others fare (default 4; 0 skips it)")
     bench_fleet.add_argument("--duration", type=float, default=8.0,
                              help="seconds of each robot's demo bag (default 8)")
     bench_fleet.add_argument("--seed", type=int, default=0,

@@ -21,6 +21,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     refused = at_least("demo", (("--robots", args.robots, 1),))
     if refused:
         return refused
+    if args.kill_camera is not None and (args.robots < 2 or not args.kill_camera >= 0):
+        return usage_error("demo", "--kill-camera needs --robots 2 or more and seconds ≥ 0, "
+                                   f"not {args.kill_camera:g} with --robots {args.robots}")
     try:
         arguments, node_args, memory_period_s = demo_configuration(args)
     except ValueError as error:
@@ -29,7 +32,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from oxygen_ros.ros.demo_job import DemoJob, run_demo
 
     return run_demo(DemoJob(node_args[1:], args.bag, args.seed, args.duration, args.summary,
-                            memory_period_s, args.robots))
+                            memory_period_s, args.robots,
+                            camera_killed_at_s=args.kill_camera))
 
 
 def demo_configuration(args: argparse.Namespace) -> tuple[dict, list[str], float]:
@@ -200,6 +204,10 @@ def add_commands(sub) -> None:
                       help="robots served by the one inference process (default 1): robot_i "
                            "replays world seed+i under /robot_i/ through its own camera_ingest; "
                            "a summary per robot and a fleet line")
+    demo.add_argument("--kill-camera", type=float, metavar="SECONDS",
+                      help="with --robots 2 or more: kill the last robot's camera_ingest this "
+                           "long after the replays start (its watchdog stops its commands; "
+                           "the fleet line is over the others)")
     demo.add_argument("--summary", default="build/demo_summary.json",
                       help="write the summary JSON here (default build/demo_summary.json)")
     demo.set_defaults(func=cmd_demo)

@@ -176,8 +176,15 @@ class CameraIngest(Node):
             level, message = diagnostics.OK, "ok"
         self.diagnostics_pub.publish(diagnostics.array(
             self.get_clock().now().to_msg(),
-            diagnostics.status("oxygen_ros: camera_ingest", self.get_name(), level, message,
-                               stats)))
+            diagnostics.status(self.status_name, self.get_name(), level,
+                               message, stats)))
+
+    @property
+    def status_name(self) -> str:
+        """`oxygen_ros: camera_ingest`, and `/<robot>` after it for a robot's namespaced
+        node, as the inference server names its robots' statuses."""
+        namespace = self.get_namespace().strip("/")
+        return "oxygen_ros: camera_ingest" + (f"/{namespace}" if namespace else "")
 
 
 def main(args=None) -> int:

@@ -6,7 +6,8 @@ With several robots (`--robots N`): N tabletop worlds (seeds seed, seed+1, …),
 robot_0 … robot_N-1, each with its camera_ingest under /robot_i (as `humanoid.launch.py
 namespace:=robot_i inference:=remote` runs it) and its bag replayed under /robot_i/, one
 inference process serving them all (`robots`, as fleet.launch.py); a summary per robot
-and a fleet line."""
+and a fleet line. `camera_killed_at_s`: the last robot's camera_ingest is killed that long
+after the replays start, as a robot whose cameras die mid-run: the others must not notice."""
 
 import json
 import subprocess
@@ -55,6 +56,7 @@ class DemoJob:
     robots: int = 1                # several: one inference process serves them all
     separate: bool = False         # instead one inference process per robot (bench-fleet)
     live: bool = True              # live stats each second, answers, summary lines
+    camera_killed_at_s: Optional[float] = None   # the last robot's camera_ingest killed then
 
     def robot_names(self) -> list[str]:
         """robot_0, robot_1, …; one robot has no name (no namespace) unless separate or
@@ -127,8 +129,12 @@ def demo_summary(monitor) -> dict:
     /diagnostics for the robot (held commands, deadline misses, latencies, predictions)."""
     times = list(monitor.command_times)
     diag = monitor.diagnostics.get(monitor.status_name, {})
+    rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
+    held = _diagnostic_value(diag.get("held_command_fraction"))
     return {
-        "commands_hz": (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0,
+        "commands_hz": rate,
+        # commands that carry a step of a plan, not the held last one
+        "fresh_commands_hz": None if held is None else rate * (1.0 - held),
         "commands_received": len(times),
         "action_chunks": monitor.chunks,
         "dialogue_answers": len(monitor.finished_dialogue),
@@ -162,13 +168,18 @@ def summary_line(summary: dict) -> str:
 
 
 def fleet_line(summaries: dict) -> str:
-    """The fleet in one line: over the robots served, the slowest one's command rate, the
-    worst held fraction, the misses; answers and memory right over all robots; how many
-    admission refused."""
+    """The fleet in one line: over the robots served (not refused, cameras alive), the
+    slowest one's command rate and fresh-command rate, the worst held fraction, the misses;
+    answers and memory right over all robots; how many admission refused."""
     rows = list(summaries.values())
-    served = [r for r in rows if not r.get("refused")] or rows
-    line = (f"fleet: {len(rows)} robots ({len(rows) - len(served)} refused), commands "
-            f"{min(r['commands_hz'] for r in served):.1f} Hz or more, held fraction at most "
+    served = [r for r in rows if not r.get("refused") and not r.get("camera_killed")] or rows
+    killed = [name for name, r in summaries.items() if r.get("camera_killed")]
+    fresh = [r["fresh_commands_hz"] for r in served if r.get("fresh_commands_hz") is not None]
+    refused = sum(bool(r.get("refused")) for r in rows)
+    line = (f"fleet: {len(rows)} robots ({refused} refused"
+            + "".join(f", {name}'s camera killed" for name in killed) + "), commands "
+            f"{min(r['commands_hz'] for r in served):.1f} Hz or more"
+            + (f" ({min(fresh):.1f} Hz fresh)" if fresh else "") + ", held fraction at most "
             f"{max(r['held_command_fraction'] or 0 for r in served)}, "
             f"{sum(r['deadline_misses'] or 0 for r in served)} deadline misses, "
             f"{sum(r['dialogue_answers'] for r in rows)}/"
@@ -207,29 +218,32 @@ def _prepare_bag(job: DemoJob, index: int) -> tuple[Path, Optional[DemoBagSpec]]
     return bag, spec
 
 
-def start_fleet_nodes(ros_args: list, robots: list[str], directory: Path,
-                      separate: bool = False, output=None) -> tuple[list, list]:
-    """(servers, ingests): one inference process serving the robots (separate: one per
-    robot, as N launch files would start them), and each robot's camera_ingest under
-    /<robot> with its topics there. Namespaced and renamed nodes take their YAML section
-    directly (the file's key would not reach them)."""
-    params = _params_file(ros_args)
-    config = Path(params) if params else launch_plan.config_file({}, _config_dir())
-    if separate:
-        inference = launch_plan.node_section(config, "inference") | _overrides(ros_args)
-        servers = []
-        for robot in robots:
-            server_yaml = directory / f"inference_{robot}.yaml"
-            server_yaml.write_text(yaml.safe_dump({f"/inference_{robot}": {
-                "ros__parameters": inference | {"robots": [robot]}}}))
-            servers.append(subprocess.Popen(
-                node_command("inference", "inference_node")
-                + ["--ros-args", "--params-file", str(server_yaml),
-                   "-r", f"__node:=inference_{robot}"], stdout=output, stderr=output))
-    else:
-        servers = [subprocess.Popen(node_command("inference", "inference_node") + ros_args
-                                    + ["-p", f"robots:=[{', '.join(robots)}]"],
-                                    stdout=output, stderr=output)]
+def start_servers(ros_args: list, robots: list[str], directory: Path, separate: bool = False,
+                  output=None) -> list:
+    """One inference process serving the robots (separate: one per robot, as N launch
+    files would start them). A renamed node takes its YAML section directly (the file's
+    key would not reach it)."""
+    if not separate:
+        return [subprocess.Popen(node_command("inference", "inference_node") + ros_args
+                                 + ["-p", f"robots:=[{', '.join(robots)}]"],
+                                 stdout=output, stderr=output)]
+    inference = launch_plan.node_section(_config(ros_args), "inference") | _overrides(ros_args)
+    servers = []
+    for robot in robots:
+        server_yaml = directory / f"inference_{robot}.yaml"
+        server_yaml.write_text(yaml.safe_dump({f"/inference_{robot}": {
+            "ros__parameters": inference | {"robots": [robot]}}}))
+        servers.append(subprocess.Popen(
+            node_command("inference", "inference_node")
+            + ["--ros-args", "--params-file", str(server_yaml),
+               "-r", f"__node:=inference_{robot}"], stdout=output, stderr=output))
+    return servers
+
+
+def start_ingests(ros_args: list, robots: list[str], directory: Path, output=None) -> list:
+    """Each robot's camera_ingest under /<robot> with its topics there (as `humanoid.launch.py
+    namespace:=<robot> inference:=remote` runs it), its YAML section given directly."""
+    config = _config(ros_args)
     ingests = []
     for robot in robots:
         values = launch_plan.node_section(config, "camera_ingest") | \
@@ -241,7 +255,12 @@ def start_fleet_nodes(ros_args: list, robots: list[str], directory: Path,
             node_command("camera_ingest", "camera_ingest") + ros_args
             + ["--params-file", str(robot_yaml), "-r", f"__ns:=/{robot}"],
             stdout=output, stderr=output))
-    return servers, ingests
+    return ingests
+
+
+def _config(ros_args: list) -> Path:
+    params = _params_file(ros_args)
+    return Path(params) if params else launch_plan.config_file({}, _config_dir())
 
 
 def _overrides(ros_args: list) -> dict:
@@ -281,7 +300,6 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
     robots = job.robot_names()
     bags = [_prepare_bag(job, index) for index in range(len(robots))]
     params = tempfile.TemporaryDirectory(prefix="oxygen-fleet-")   # robots' YAMLs
-    servers, ingests = _start(job, robots, Path(params.name))
     rclpy.init(args=["oxygen-ros-demo"], signal_handler_options=SignalHandlerOptions.NO)
     stop = install_stop_signals()   # Ctrl-C reaches the nodes too: they stop cleanly
     monitors = [OutputMonitor(robot) for robot in robots]
@@ -290,13 +308,33 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
         executor.add_node(monitor)
     clock: dict = {}
     replays: list = []
+    servers: list = []
+    ingests: list = []
+    killer = None
+    deadline = time.monotonic() + READY_S
+
+    def wait_for(names: list[str]) -> None:
+        while (not stop.is_set() and time.monotonic() < deadline
+               and not all(name in monitors[0].diagnostics for name in names)):
+            executor.spin_once(timeout_sec=0.1)
     try:
+        if robots == [""]:    # as humanoid.launch.py runs one robot
+            ingest, inference = start_nodes(job.ros_args)
+            servers, ingests = [inference], [ingest]
+        else:
+            # the robots' camera_ingest first: the server calibrates on a machine at rest
+            output = None if job.live else subprocess.DEVNULL
+            ingests = start_ingests(job.ros_args, robots, Path(params.name), output)
+            wait_for([f"oxygen_ros: camera_ingest/{robot}" for robot in robots])
+            servers = start_servers(job.ros_args, robots, Path(params.name), job.separate,
+                                    output)
         # the replays start together once every robot's server reports (models loaded and
         # calibrated): a robot's numbers do not include another server's start-up
-        deadline = time.monotonic() + READY_S
-        while (not stop.is_set() and time.monotonic() < deadline
-               and not all(m.status_name in m.diagnostics for m in monitors)):
-            executor.spin_once(timeout_sec=0.1)
+        wait_for([monitor.status_name for monitor in monitors])
+        if job.camera_killed_at_s is not None:
+            killer = threading.Timer(job.camera_killed_at_s, ingests[-1].kill)
+            killer.daemon = True
+            killer.start()
         for robot, (bag, _) in zip(robots, bags):
             replays.append(subprocess.Popen(
                 [sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag), "--restamp",
@@ -311,6 +349,8 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
             monitors, replays, live=job.live, replay_limit_s=limit))
     finally:
         ignore_stop_signals()
+        if killer is not None:
+            killer.cancel()
         rss = sum(peak_rss_bytes(server.pid) for server in servers)
         stop_children(replays, grace_s=5.0)
         stop_children(servers + ingests)
@@ -323,14 +363,6 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
     return summaries, rss
 
 
-def _start(job: DemoJob, robots: list[str], directory: Path) -> tuple[list, list]:
-    if robots == [""]:    # as humanoid.launch.py runs one robot
-        ingest, inference = start_nodes(job.ros_args)
-        return [inference], [ingest]
-    return start_fleet_nodes(job.ros_args, robots, directory, job.separate,
-                             output=None if job.live else subprocess.DEVNULL)
-
-
 def _params_file(ros_args: list) -> Optional[str]:
     return next((ros_args[i + 1] for i, arg in enumerate(ros_args[:-1])
                  if arg == "--params-file"), None)
@@ -340,7 +372,9 @@ def _report(job: DemoJob, monitors, specs, clock: dict) -> dict:
     summaries = {}
     for monitor, spec in zip(monitors, specs):
         summary = demo_summary(monitor) | {"params_file": _params_file(job.ros_args),
-                                            "memory_period_s": job.memory_period_s}
+                                            "memory_period_s": job.memory_period_s,
+                                            "camera_killed": (job.camera_killed_at_s is not None
+                                                              and monitor is monitors[-1])}
         if spec is not None:
             summary |= score.score_run(spec.seed, spec.duration_s, spec.camera_hz,
                                        job.memory_period_s, dict(monitor.finished_dialogue),

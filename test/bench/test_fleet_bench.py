@@ -8,11 +8,11 @@ from oxygen_ros.bench.fleet import FleetRun, at_targets, result, robot_at_target
 
 
 def robot(**changes) -> dict:
-    return {"commands_hz": 50.0, "held_command_fraction": 0.0, "deadline_misses": 0,
+    return {"commands_hz": 50.0, "fresh_commands_hz": 50.0, "held_command_fraction": 0.0, "deadline_misses": 0,
             "chunk_latency_ms_p50": 150.0, "chunk_latency_ms_max": 200.0, "chunk_age_ms": 150.0,
             "action_path_ms_p95": 160.0, "dialogue_answers": 3, "dialogue_requests": 3,
             "answer_accuracy": 1.0, "memory_accuracy": 1.0, "action_error": 0.1,
-            "refused": ""} | changes
+            "refused": "", "camera_killed": False} | changes
 
 
 def test_each_target_is_needed():
@@ -44,3 +44,21 @@ def test_the_headline_counts_robots_at_targets_per_mode():
     assert data["ratios"]["separate_rss_4_vs_fleet_4"] == 2400 / 700
     assert data["runs"][0] == asdict(runs[0]) and len(data["runs"]) == 6
     assert "most robots at targets: fleet 3, separate 1" in table(data)
+
+
+def test_a_killed_camera_run_speaks_for_the_others_and_not_for_the_headline():
+    per_robot = {f"robot_{i}": robot(fresh_commands_hz=49.5 - i) for i in range(3)}
+    per_robot["robot_3"] = robot(camera_killed=True, fresh_commands_hz=20.0, commands_hz=20.0,
+                                 dialogue_answers=1, answer_accuracy=0.0)
+    per_robot["robot_2"]["dialogue_answers"] = 2       # one of its 3 requests unanswered
+    killed = FleetRun("fleet", 4, per_robot, camera_killed_at_s=4.0,
+                      robots_at_targets=3, at_targets=False)
+    whole = FleetRun("fleet", 2, {"robot_0": robot(), "robot_1": robot()},
+                     robots_at_targets=2, at_targets=True)
+    data = result([whole, killed])
+    assert data["max_robots_at_targets"]["fleet"] == 2       # the killed run is not counted
+    assert data["camera_killed"] == {
+        "robots": 4, "killed_at_s": 4.0, "others_fresh_commands_hz_min": 47.5,
+        "others_at_targets": 2, "others": 3, "others_answers": 8, "others_requests": 9,
+        "others_answer_accuracy": 1.0, "others_memory_accuracy": 1.0}
+    assert "the other 3 kept ≥ 47.5 Hz fresh commands, 2/3 at targets, answers 8/9" in table(data)
