@@ -66,6 +66,10 @@ class EngineConfig:
     max_pending_requests: int = parameter(
         64, "dialogue requests of one robot beyond this many waiting or running end at once "
             "with finish_reason queue_full", range=(1, 1_000_000))
+    admission: bool = parameter(
+        True, "with several robots: serve as many as the start-up measurement says keep their "
+              "targets and refuse the rest with the numbers (false: serve every robot, each "
+              "one's diagnostics WARN while its targets cannot be met)")
     # -- speed on CUDA (the CPU path never changes)
     cuda_graphs: bool = parameter(True, "on CUDA: decode steps and the denoising loop as "
                                         "CUDA graphs")

@@ -114,8 +114,9 @@ class OxygenEngine(SharedCacheEngine):
     def admit(self) -> None:
         """Serve the robots in list order while the measured capacity keeps every served
         robot at its targets; refuse the rest, saying with what numbers. The first robot is
-        always served (as a single robot is: its diagnostics say when it misses targets)."""
-        names = list(self.robots)
+        always served (as a single robot is: its diagnostics say when it misses targets).
+        With admission off every robot is served."""
+        names = list(self.robots) if self.config.admission else []
         for count in range(2, len(names) + 1):
             capacity = self.fleet_capacity(count)
             if capacity is None or capacity.meets_targets:

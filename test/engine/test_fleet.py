@@ -198,6 +198,19 @@ def test_a_robot_the_capacity_cannot_serve_is_refused_with_the_numbers(tiny_mode
         engine.serve([observations("c", 2)[0]])
 
 
+def test_with_admission_off_every_robot_is_served_and_plans_with_the_whole_fleets_path(
+        tiny_model):
+    engine, clock, _ = fleet(tiny_model, ["a", "b", "c"], actions=lambda batch: 0.05 * batch,
+                             admission=False)
+    assert not any(robot.refused for robot in engine.robots.values())
+    assert not engine.fleet_capacity(3).meets_targets        # measured, not enforced
+    for robot in engine.robots.values():
+        assert robot.timing.action_path_max() == pytest.approx(max(engine.fleet_paths[3]))
+    events = Events(engine)
+    drive(engine, clock, {r: observations(r, i) for i, r in enumerate("abc")}, duration=1.0)
+    assert {c.robot for c in events.chunks} == {"a", "b", "c"}
+
+
 def test_a_silent_robot_leaves_the_others_running(tiny_model):
     engine, clock, _ = fleet(tiny_model, ["a", "b"])
     events = Events(engine)
