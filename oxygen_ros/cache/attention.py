@@ -1,5 +1,6 @@
 """Chooses the attention implementation by device: Triton kernels on CUDA, the PyTorch
-reference elsewhere (CPU). Both compute the same function (see test/cache)."""
+reference elsewhere (CPU), its whole-table form inside torch.compile. All compute the same
+function (see test/cache)."""
 
 import torch
 
@@ -18,6 +19,9 @@ def decode_attention(q, k_pages, v_pages, block_tables, kv_lens, scale):
         from oxygen_ros.cache import triton_attention
         return triton_attention.decode_attention(q, k_pages, v_pages, block_tables, kv_lens,
                                                  scale)
+    if torch.compiler.is_compiling():
+        return reference.table_attention(q[:, None], k_pages, v_pages, block_tables, kv_lens,
+                                         scale)[:, 0]
     return reference.paged_attention(q[:, None], k_pages, v_pages, block_tables, kv_lens,
                                      scale)[:, 0]
 
@@ -28,5 +32,7 @@ def suffix_attention(q, k_pages, v_pages, block_tables, prefix_lens, extra_k, ex
         from oxygen_ros.cache import triton_attention
         return triton_attention.suffix_attention(q, k_pages, v_pages, block_tables,
                                                  prefix_lens, extra_k, extra_v, scale)
-    return reference.paged_attention(q, k_pages, v_pages, block_tables, prefix_lens, scale,
-                                     extra_k=extra_k, extra_v=extra_v)
+    attention = (reference.table_attention if torch.compiler.is_compiling()
+                 else reference.paged_attention)
+    return attention(q, k_pages, v_pages, block_tables, prefix_lens, scale,
+                     extra_k=extra_k, extra_v=extra_v)

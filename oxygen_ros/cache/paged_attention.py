@@ -46,6 +46,25 @@ def paged_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tenso
     return grouped_attention(q, keys, values, mask, scale)
 
 
+def table_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
+                    block_tables: torch.Tensor, kv_lens: torch.Tensor, scale: float,
+                    extra_k: Optional[torch.Tensor] = None,
+                    extra_v: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """paged_attention over every page the block tables list, masked past kv_lens: no
+    length is read back from a tensor, so torch.compile traces it into one graph (the
+    masked keys add exact zeros)."""
+    batch, tokens = q.shape[:2]
+    length = block_tables.shape[1] * k_pages.shape[1]
+    keys = gather(k_pages, block_tables, length)
+    values = gather(v_pages, block_tables, length)
+    mask = torch.arange(length, device=q.device)[None, :] < kv_lens[:, None]
+    if extra_k is not None:
+        keys = torch.cat([keys, extra_k.to(keys.dtype)], dim=1)
+        values = torch.cat([values, extra_v.to(values.dtype)], dim=1)
+        mask = torch.cat([mask, mask.new_ones(batch, extra_k.shape[1])], dim=-1)
+    return grouped_attention(q, keys, values, mask[:, None].expand(batch, tokens, -1), scale)
+
+
 def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                       mask: torch.Tensor, scale: float) -> torch.Tensor:
     """q [B, T, Hq, D], keys/values [B, L, Hkv, D], mask [B, T, L] -> [B, T, Hq, D].
@@ -57,7 +76,7 @@ def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     group = num_heads // kv_heads
     q = q.view(batch, tokens, kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
     q = q.reshape(batch, kv_heads, group * tokens, head_dim)
-    if bool(mask.all()):
+    if not torch.compiler.is_compiling() and bool(mask.all()):
         attn_mask = None   # everything visible (action tokens, bidirectional prefixes)
     else:
         mask = mask[:, None, None].expand(batch, 1, group, tokens, mask.shape[-1])

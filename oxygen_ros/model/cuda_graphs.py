@@ -130,7 +130,7 @@ class CudaGraphs:
             raise ValueError("no free page for the CUDA graphs' scratch page")
         self.cache, self.scratch_page = cache, pages[0]
         self.max_pages = cache.pages_for(max_tokens)
-        with torch.inference_mode():
+        with torch.no_grad():
             self.decode = {b: DecodeRunner(model, cache, b, self.max_pages, self.scratch_page,
                                            capture) for b in sorted(buckets)}
             self.actions = ActionRunner(model, cache, self.max_pages, self.scratch_page, capture)

@@ -89,6 +89,18 @@ class Pi05Model(nn.Module):
             for layer in layers:
                 layer.mlp.forward = torch.compile(layer.mlp.forward, dynamic=True)
 
+    def compile_passes(self) -> None:
+        """torch.compile (inductor) the passes every frame runs: the vision tower, a new
+        observation's prefill, the denoising step and the decode step, each into one graph
+        (attention reads whole page tables, so no length leaves the graph), the weights
+        frozen into it and its matmuls autotuned (inductor's AMX micro-kernels or oneDNN on
+        a CPU). Inference only: the parameters stop requiring gradients. The first call of
+        each new shape compiles (tens of seconds); partially cached prefixes and prompts
+        stay eager."""
+        self.requires_grad_(False)
+        for name in ("embed_images", "_dense_prefill", "velocity", "decode_step"):
+            setattr(self, name, _compiled(getattr(self, name)))
+
     @property
     def dtype(self) -> torch.dtype:
         """The compute dtype (norms and the vision path may be kept in float32)."""
@@ -181,7 +193,7 @@ class Pi05Model(nn.Module):
         self.counters["prefix_tokens_reused"] += reused
         return table
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def _compute_prefix(self, prefix: Prefix, table: PageTable, start: int,
                         cache: KVCache) -> None:
         total = prefix.num_tokens
@@ -193,21 +205,32 @@ class Pi05Model(nn.Module):
         # key j is visible to query i if j is bidirectional or not after i (j <= i)
         visible = (~causal[None, :]) | (keys[None, :] <= queries[:, None])  # [T, total]
         slots = cache.slots([table], [start], total - start)
+        if start == 0:  # all tokens are here: plain dense attention
+            self._dense_prefill(x, positions, visible, slots, cache)
+            table.length = total
+            return
         block_tables = cache.block_tables([table])
         lens = torch.tensor([total], device=self.device)
 
         def attend(layer, q, k, v):
             cache.write(layer, slots, k, v)
-            if start == 0:  # all tokens are here: plain dense attention
-                return _dense_attention(q, k, v, visible, self.scale)
             return paged_attention(q, cache.pool.k[layer], cache.pool.v[layer], block_tables,
                                    lens, self.scale, visible=visible[None])
 
         self._run_vlm(x, positions, attend)
         table.length = total
 
+    def _dense_prefill(self, x: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor,
+                       slots: torch.Tensor, cache: KVCache) -> None:
+        """Every layer of a whole prefix x [1, T, W] at once, its K/V written at slots."""
+        def attend(layer, q, k, v):
+            cache.write(layer, slots, k, v)
+            return _dense_attention(q, k, v, visible, self.scale)
+
+        self._run_vlm(x, positions, attend)
+
     # -- language -------------------------------------------------------------------------
-    @torch.inference_mode()
+    @torch.no_grad()
     def extend(self, table: PageTable, tokens: Sequence[int], cache: KVCache) -> torch.Tensor:
         """Append causal tokens (a request's prompt) to a table; logits of the last one [V]."""
         start, count = table.length, len(tokens)
@@ -240,7 +263,7 @@ class Pi05Model(nn.Module):
             slots=cache.slots(tables, lengths, 1)[:, 0],
             block_tables=cache.block_tables(tables))
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def decode_step(self, inputs: "DecodeInputs", cache: KVCache) -> torch.Tensor:
         """One token per row of `inputs` (no Python-side data: capturable as a CUDA graph)."""
         x = self.language_model.embed(inputs.tokens)[:, None]
@@ -256,7 +279,7 @@ class Pi05Model(nn.Module):
         hidden = self._run_vlm(x, positions, attend)
         return self.language_model.logits(hidden[:, 0])
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def decode(self, tables: Sequence[PageTable], tokens: Sequence[int],
                cache: KVCache) -> torch.Tensor:
         """One token per sequence (tables may belong to prefixes of different frames)."""
@@ -279,7 +302,7 @@ class Pi05Model(nn.Module):
             prefix_lens=torch.tensor([table.length for table in tables], device=self.device),
             block_tables=cache.block_tables(tables))
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def denoise(self, tables: Sequence[PageTable], x_t: torch.Tensor, t: torch.Tensor,
                 cache: KVCache) -> torch.Tensor:
         """Flow-matching velocity of noisy actions x_t [B, H, action_dim] at times t [B]."""
@@ -312,7 +335,7 @@ class Pi05Model(nn.Module):
         normed, _ = self.expert.norm(x, cond)
         return self.action_out_proj(normed)
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def integrate(self, inputs: "ActionInputs", noise: torch.Tensor, cache: KVCache,
                   num_steps: Optional[int] = None) -> torch.Tensor:
         """Euler integration of the flow from noise at t = 1 to actions at t = 0 (no
@@ -325,7 +348,7 @@ class Pi05Model(nn.Module):
             x = x + dt * self.velocity(inputs, x, t, cache)
         return x
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def sample_actions(self, tables: Sequence[PageTable], noise: torch.Tensor, cache: KVCache,
                        num_steps: Optional[int] = None) -> torch.Tensor:
         """Actions [B, H, action_dim] for these prefixes from `noise`."""
@@ -349,6 +372,17 @@ class DecodeInputs:
 class ActionInputs:
     prefix_lens: torch.Tensor     # [B]
     block_tables: torch.Tensor    # [B, pages] int32
+
+
+def _compiled(method):
+    """method compiled by inductor with max-autotune and frozen weights (freezing is read
+    when a graph compiles, at any call, and torch.compile's options do not carry it)."""
+    compiled = torch.compile(method, dynamic=True, options={"max_autotune": True})
+
+    def call(*args):
+        with torch._inductor.config.patch(freezing=True):
+            return compiled(*args)
+    return call
 
 
 def _dense_attention(q, k, v, visible, scale):

@@ -126,3 +126,17 @@ def test_triton_kernels_in_bfloat16_match_the_reference_to_bfloat16_rounding(
     out = triton_attention.suffix_attention(
         *(t.to(device) for t in (qs, k_pages, v_pages, tables, lens, extra_k, extra_v)), 0.125)
     torch.testing.assert_close(out.float().cpu(), expected, atol=3e-2, rtol=0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_whole_table_attention_equals_paged_attention(seed):
+    # what compiled passes run: every page of the padded tables, masked past each length
+    gen = torch.Generator().manual_seed(200 + seed)
+    lengths = torch.randint(1, 70, (3,), generator=gen).tolist()
+    k_pages, v_pages, tables, lens, g = random_layout(seed, 3, lengths, 8, 2, 8)
+    q = torch.randn(3, 5, 4, 8, generator=g)
+    extra_k, extra_v = torch.randn(2, 3, 4, 2, 8, generator=g)
+    for extra in ({}, {"extra_k": extra_k, "extra_v": extra_v}):
+        torch.testing.assert_close(
+            reference.table_attention(q, k_pages, v_pages, tables, lens, 0.35, **extra),
+            reference.paged_attention(q, k_pages, v_pages, tables, lens, 0.35, **extra))
