@@ -44,6 +44,11 @@ class ModelBenchResult:
     prefill_gflop: float = 0.0      # matmul, convolution and attention FLOPs of one prefill
     matmul_peak_gflops: float = 0.0     # square matmuls in this dtype, best of the run
     prefill_peak_fraction: float = 0.0  # prefill GFLOP/s ÷ that peak
+    compiled: bool = False          # Pi05Model.compile_passes() (first calls compile, untimed)
+
+    @property
+    def label(self) -> str:
+        return self.dtype + (" compiled" if self.compiled else "")
 
 
 def _median_ms(fn, repeats: int, device: torch.device) -> float:
@@ -72,12 +77,14 @@ def measure_matmul_peak(device: torch.device, dtype: torch.dtype, size: int = 20
 def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         batches=(1, 4, 16), decode_steps: int = 16, repeats: int = 5,
         seed: int = 0, cuda_graphs: bool = False, checkpoint: str = "",
-        peak_size: int = 2048) -> ModelBenchResult:
+        peak_size: int = 2048, compile: bool = False) -> ModelBenchResult:
     """dtype: a name or auto (model/precision.py). The model is built in that dtype from
     the preset with random weights, or loaded memory-mapped from `checkpoint`. A π0.5
     prompt (PaliGemma tokenizer) is padded to its max_prompt_tokens, 200, as π0.5 pads it.
     cuda_graphs: replay decode steps and the denoising loop from CUDA graphs (CUDA only).
-    peak_size: the side of the square matmuls the peak is measured on."""
+    peak_size: the side of the square matmuls the peak is measured on.
+    compile: torch.compile the prefill, denoising and decode passes (compile_passes) before
+    anything is timed; every timed shape is compiled in the warm-up calls."""
     dtype_name, why = resolve_dtype(dtype, device)
     dtype = getattr(torch, dtype_name)
     dev = torch.device(device)
@@ -87,6 +94,8 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
     else:
         model = Pi05Model(preset(preset_name), seed=seed, dtype=dtype).to(dev).eval()
     load_s = time.perf_counter() - started
+    if compile:
+        model.compile_passes()
     config = model.config
     tokenizer = ByteTokenizer()
     cameras = ["base", "left_wrist", "right_wrist"][:config.num_cameras]
@@ -118,7 +127,10 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
     with FlopCounterMode(display=False) as flops:
         fresh_prefill()       # also the warm-up
     prefill_ms = _median_ms(fresh_prefill, repeats, dev)
+    if compile:   # dynamic shapes: the second size of each dimension recompiles once
+        fresh_prefill()
     table = model.prefill(sample, cache)
+    model.sample_actions([table], noise, cache)
     denoise_ms = _median_ms(lambda: model.sample_actions([table], noise, cache), repeats, dev)
 
     def chunk_cached():
@@ -141,7 +153,7 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         weight_bytes, bandwidth, step_ms[batches[0]] / bound_ms, dtype_name, why,
         sum(p.numel() * p.element_size() for p in model.parameters()), load_s,
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, gflop, peak,
-        gflop / (prefill_ms / 1e3) / peak)
+        gflop / (prefill_ms / 1e3) / peak, compile)
 
 
 def _decode_rates(model: Pi05Model, cache: KVCache, table, batches, decode_steps: int,
@@ -165,7 +177,8 @@ def _decode_rates(model: Pi05Model, cache: KVCache, table, batches, decode_steps
             logits = model.decode(forks, tokens, cache)
             tokens[:] = logits.argmax(-1).tolist()
 
-        step()  # warm-up
+        for _ in range(3):   # warm-up (a compiled step meets a new table width too)
+            step()
         ms = _median_ms(lambda: [step() for _ in range(decode_steps)], repeats, dev) / decode_steps
         step_ms[batch] = ms
         tokens_per_s[batch] = batch / (ms / 1e3)
@@ -196,28 +209,32 @@ RATIOS = {"prefix prefill (new observation)": "prefill_ms",
           "action chunk, cached prefix": "chunk_cached_prefix_ms"}
 
 
+def _short(result: ModelBenchResult) -> str:
+    return {"float32": "fp32", "bfloat16": "bf16"}[result.dtype] + ("c" if result.compiled
+                                                                    else "")
+
+
 def report(results: "ModelBenchResult | list[ModelBenchResult]") -> str:
-    """One column per run (side by side); with two, the second ÷ the first."""
+    """One column per run (side by side), then each later run's times ÷ the first's
+    (bf16/fp32, fp32c/fp32: c is compiled)."""
     results = results if isinstance(results, list) else [results]
-    first = results[0]
+    first, later = results[0], results[1:]
     lines = [f"model benchmark: preset {first.preset} on {first.device}, "
              f"{first.prefix_tokens} prefix tokens"]
-    lines += [f"  {r.dtype}: {r.dtype_reason}" for r in results]
-    ratio = len(results) == 2
-    header = f"  {'':36}" + "".join(f"{r.dtype:>18}" for r in results)
-    short = {"float32": "fp32", "bfloat16": "bf16"}
-    lines.append(header + (f"{short[results[1].dtype] + '/' + short[first.dtype]:>10}"
-                           if ratio else ""))
+    lines += [f"  {r.label}: {r.dtype_reason}" for r in results]
+    header = f"  {'':36}" + "".join(f"{r.label:>18}" for r in results)
+    lines.append(header + "".join(f"{_short(r) + '/' + _short(first):>11}" for r in later))
     for label, cell in ROWS:
         line = f"  {label:36}" + "".join(f"{cell(r):>18}" for r in results)
-        if ratio and label in RATIOS:
-            line += f"{getattr(results[1], RATIOS[label]) / getattr(first, RATIOS[label]):10.2f}"
+        if label in RATIOS:
+            line += "".join(f"{getattr(r, RATIOS[label]) / getattr(first, RATIOS[label]):11.2f}"
+                            for r in later)
         lines.append(line)
     for batch in first.decode_tokens_per_s:
         line = f"  {f'decode batch {batch:3d}':36}" + "".join(
             f"{f'{r.decode_step_ms[batch]:.2f} ms/step':>18}" for r in results)
-        if ratio:
-            line += f"{results[1].decode_step_ms[batch] / first.decode_step_ms[batch]:10.2f}"
+        line += "".join(f"{r.decode_step_ms[batch] / first.decode_step_ms[batch]:11.2f}"
+                        for r in later)
         lines.append(line)
         lines.append(f"  {'':36}" + "".join(
             f"{f'{r.decode_tokens_per_s[batch]:.1f} tokens/s':>18}" for r in results))

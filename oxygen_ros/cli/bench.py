@@ -46,13 +46,18 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
     print(f"torch threads: {threads} (the inference node's choice unless --threads)")
     results = [benchmark.run(args.preset, args.device, dtype, batches=tuple(args.batches),
                              decode_steps=args.decode_tokens, repeats=args.repeats,
-                             cuda_graphs=args.cuda_graphs, checkpoint=args.checkpoint)
-               for dtype in args.dtype]
+                             cuda_graphs=args.cuda_graphs, checkpoint=args.checkpoint,
+                             compile=compiled)
+               for dtype in args.dtype for compiled in COMPILE_RUNS[args.compile]]
     print(benchmark.report(results))
     if args.json:
         write_json(asdict(results[0]) if len(results) == 1
-                   else {r.dtype: asdict(r) for r in results}, args.json)
+                   else {r.label: asdict(r) for r in results}, args.json)
     return 0
+
+
+# --compile: the runs of each dtype (eager, compiled)
+COMPILE_RUNS = {"no": (False,), "yes": (True,), "both": (False, True)}
 
 
 def dtype_list(text: str) -> list[str]:
@@ -228,6 +233,10 @@ def add_commands(sub) -> None:
     add_threads(bench_model)
     bench_model.add_argument("--cuda-graphs", action="store_true",
                              help="replay decode steps and denoising from CUDA graphs (CUDA)")
+    bench_model.add_argument("--compile", choices=list(COMPILE_RUNS), default="no",
+                             help="torch.compile the prefill, denoising and decode passes "
+                                  "(yes), or run each dtype eager and compiled side by side "
+                                  "(both); compiling takes minutes (default no)")
     add_json(bench_model)
     bench_model.set_defaults(func=cmd_bench_model)
 

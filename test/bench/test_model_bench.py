@@ -1,5 +1,7 @@
 """The model benchmark's numbers are measured and consistent with each other (not timed)."""
 
+from dataclasses import replace
+
 import pytest
 
 from oxygen_ros.bench import model as benchmark
@@ -39,6 +41,13 @@ def test_two_dtypes_side_by_side_with_their_ratios():
     assert "float32" in header and "bfloat16" in header
     chunk = next(line for line in text.splitlines() if "chunk, new observation" in line)
     assert chunk.split()[-1] == f"{runs[1].chunk_ms / runs[0].chunk_ms:.2f}"
+    # a compiled run is one more column, and every later run is compared with the first
+    faster = replace(runs[1], compiled=True, chunk_ms=runs[0].chunk_ms / 4)
+    text = benchmark.report(runs + [faster])
+    header = next(line for line in text.splitlines() if "bf16c/fp32" in line)
+    assert header.split()[-3:] == ["compiled", "bf16/fp32", "bf16c/fp32"]
+    chunk = next(line for line in text.splitlines() if "chunk, new observation" in line)
+    assert chunk.split()[-2:] == [f"{runs[1].chunk_ms / runs[0].chunk_ms:.2f}", "0.25"]
 
 
 def test_a_pi05_prompt_is_padded_to_200_tokens_and_a_checkpoint_is_loaded(tmp_path):
