@@ -7,7 +7,7 @@ at targets when it is served (not refused), holds at most 2 % of its commands, m
 deadline and has every request answered. The headline, per mode: the most robots it kept
 at targets in one run (max_robots_at_targets), and the largest N with every robot at
 targets (largest_fleet_all_at_targets). Then one more fleet run of N robots (default 4)
-whose last robot's camera_ingest is killed halfway: how the others fare (camera_killed)."""
+whose last robot's camera_ingest is killed half a bag after its first command: how the others fare (camera_killed)."""
 
 import time
 from dataclasses import asdict, dataclass, field
@@ -73,8 +73,8 @@ def run(counts=(1, 2, 4, 8), ros_args: Optional[list] = None, seed: int = 0,
         duration_s: float = 8.0, memory_period_s: float = 4.0, camera_killed: int = 4,
         progress: Optional[Callable[[FleetRun], None]] = None) -> dict:
     """Both modes for each N, interleaved (fleet then separate at each N); then, unless
-    camera_killed is 0, the fleet of that many with the last robot's camera killed
-    halfway."""
+    camera_killed is 0, the fleet of that many with the last robot's camera killed half
+    a bag after its first command."""
     runs = []
     for count in counts:
         for mode in MODES:

@@ -206,7 +206,7 @@ def add_commands(sub) -> None:
                            "a summary per robot and a fleet line")
     demo.add_argument("--kill-camera", type=float, metavar="SECONDS",
                       help="with --robots 2 or more: kill the last robot's camera_ingest this "
-                           "long after the replays start (its watchdog stops its commands; "
+                           "long after its first command (its watchdog stops its commands; "
                            "the fleet line is over the others)")
     demo.add_argument("--summary", default="build/demo_summary.json",
                       help="write the summary JSON here (default build/demo_summary.json)")

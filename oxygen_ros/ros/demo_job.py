@@ -7,7 +7,8 @@ robot_0 … robot_N-1, each with its camera_ingest under /robot_i (as `humanoid.
 namespace:=robot_i inference:=remote` runs it) and its bag replayed under /robot_i/, one
 inference process serving them all (`robots`, as fleet.launch.py); a summary per robot
 and a fleet line. `camera_killed_at_s`: the last robot's camera_ingest is killed that long
-after the replays start, as a robot whose cameras die mid-run: the others must not notice."""
+after the robot's first command, as a robot whose cameras die mid-run: the others must not
+notice."""
 
 import json
 import subprocess
@@ -56,7 +57,7 @@ class DemoJob:
     robots: int = 1                # several: one inference process serves them all
     separate: bool = False         # instead one inference process per robot (bench-fleet)
     live: bool = True              # live stats each second, answers, summary lines
-    camera_killed_at_s: Optional[float] = None   # the last robot's camera_ingest killed then
+    camera_killed_at_s: Optional[float] = None   # after the last robot's first command
 
     def robot_names(self) -> list[str]:
         """robot_0, robot_1, …; one robot has no name (no namespace) unless separate or
@@ -310,7 +311,7 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
     replays: list = []
     servers: list = []
     ingests: list = []
-    killer = None
+    finished = threading.Event()
     deadline = time.monotonic() + READY_S
 
     def wait_for(names: list[str]) -> None:
@@ -332,9 +333,9 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
         # calibrated): a robot's numbers do not include another server's start-up
         wait_for([monitor.status_name for monitor in monitors])
         if job.camera_killed_at_s is not None:
-            killer = threading.Timer(job.camera_killed_at_s, ingests[-1].kill)
-            killer.daemon = True
-            killer.start()
+            threading.Thread(target=_kill_when_served, daemon=True,
+                             args=(ingests[-1], monitors[-1], job.camera_killed_at_s,
+                                   finished)).start()
         for robot, (bag, _) in zip(robots, bags):
             replays.append(subprocess.Popen(
                 [sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag), "--restamp",
@@ -349,8 +350,7 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
             monitors, replays, live=job.live, replay_limit_s=limit))
     finally:
         ignore_stop_signals()
-        if killer is not None:
-            killer.cancel()
+        finished.set()
         rss = sum(peak_rss_bytes(server.pid) for server in servers)
         stop_children(replays, grace_s=5.0)
         stop_children(servers + ingests)
@@ -361,6 +361,17 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
         rclpy.try_shutdown()
         params.cleanup()
     return summaries, rss
+
+
+def _kill_when_served(ingest: subprocess.Popen, monitor, after_s: float,
+                      finished: threading.Event) -> None:
+    """Kill a robot's camera_ingest after_s after its first command arrives (on a loaded
+    machine a robot can take seconds to be served: killed before that, it never ran)."""
+    while not monitor.commands:
+        if finished.wait(0.05):
+            return
+    if not finished.wait(after_s):
+        ingest.kill()
 
 
 def _params_file(ros_args: list) -> Optional[str]:
