@@ -136,10 +136,13 @@ def test_servers_with_disjoint_robots_run_side_by_side_and_a_robot_named_twice_i
     feeder = Feeder(rclpy_context, ("alpha", "beta", "gamma"))
     probe = probes["alpha"]
     try:
+        statuses = (("oxygen_ros: inference/alpha", "inference_a"),
+                    ("oxygen_ros: inference/beta", "inference_b"))
+        # commands flow before the first diagnostics report (once a second) arrives
         assert spin_probes(probes.values(), 90.0, lambda: all(
-            len(p.commands) > 20 for p in probes.values()))
-        for status in (("oxygen_ros: inference/alpha", "inference_a"),
-                       ("oxygen_ros: inference/beta", "inference_b")):
+            len(p.commands) > 20 for p in probes.values()) and all(
+            status in probe.by_reporter for status in statuses)), probe.by_reporter
+        for status in statuses:
             assert "served by" not in probe.by_reporter[status][1], probe.by_reporter
         assert ("oxygen_ros: inference/alpha", "inference_b") not in probe.by_reporter
 
