@@ -254,7 +254,8 @@ def add_commands(sub) -> None:
                              help="fleet sizes, each served both ways (default 1 2 4 8)")
     bench_fleet.add_argument("--camera-killed", type=int, default=4, metavar="N",
                              help="then a fleet of N whose last robot's camera_ingest is killed "
-                                  "halfway: how the others fare (default 4; 0 skips it)")
+                                  "half a bag after its first command: how the others fare "
+                                  "(default 4; 0 skips it)")
     bench_fleet.add_argument("--duration", type=float, default=8.0,
                              help="seconds of each robot's demo bag (default 8)")
     bench_fleet.add_argument("--seed", type=int, default=0,
