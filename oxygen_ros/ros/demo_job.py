@@ -29,6 +29,7 @@ import yaml
 from oxygen_ros.demo import score
 from oxygen_ros.ros import launch_plan
 from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
+from oxygen_ros.ros.demo_summary import answered, demo_summary, fleet_line, summary_line
 from oxygen_ros.ros.monitor import OutputMonitor
 from oxygen_ros.ros.node_processes import node_command, start_nodes, stop_children
 from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals, spin_until
@@ -36,14 +37,6 @@ from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals, s
 DEFAULT_DEMO_BAG = "build/demo_bag"
 READY_S = 300.0     # until every server reports: N separate servers load and calibrate
 REPLAY_WAIT_S = 60  # a replay waits this long for its subscribers
-SUMMARY_FROM_DIAGNOSTICS = (
-    "frames", "deadline_misses", "commands", "held_commands", "held_command_fraction",
-    "chunk_latency_ms_p50", "chunk_latency_ms_max", "action_path_ms_p95", "frame_period_s",
-    "frame_period_s_measured", "predicted_frame_period_s", "predicted_held_fraction",
-    "language_share", "chunk_age_ms", "language_floor", "language_tokens",
-    "dialogue_requests", "timed_out_requests", "rejected_requests", "torch_threads",
-    "kv_bytes_peak", "meets_targets", "chunk_switch", "rtc_chunks", "rtc_late_switches",
-    "refused")
 
 
 @dataclass
@@ -103,94 +96,6 @@ class DemoProgress:
         if all(answered(monitor) for monitor in self.monitors) and waited >= 1.0:
             self.final_diagnostics += 1   # one more /diagnostics period: the final counters
         return self.final_diagnostics < 2 and waited < self.drain_s
-
-
-def answered(monitor) -> bool:
-    """Every dialogue request the robot's status counts has its answer here."""
-    diag = monitor.diagnostics.get(monitor.status_name, {})
-    requests = int(diag.get("dialogue_requests", 0))
-    return (diag.get("pending_dialogue") == "0"
-            and len(monitor.finished_dialogue) >= requests)
-
-
-def _diagnostic_value(text: Optional[str]):
-    if text is None:
-        return None
-    if text in ("True", "False"):
-        return text == "True"
-    try:
-        return float(text) if "." in text else int(text)
-    except ValueError:
-        return text                 # a name, e.g. chunk_switch
-
-
-def demo_summary(monitor) -> dict:
-    """What a user judges the demo by, as an outside subscriber sees it: command rate as
-    received, answers and summaries received, and the inference node's final
-    /diagnostics for the robot (held commands, deadline misses, latencies, predictions)."""
-    times = list(monitor.command_times)
-    diag = monitor.diagnostics.get(monitor.status_name, {})
-    rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
-    held = _diagnostic_value(diag.get("held_command_fraction"))
-    return {
-        "commands_hz": rate,
-        # commands that carry a step of a plan, not the held last one
-        "fresh_commands_hz": None if held is None else rate * (1.0 - held),
-        "commands_received": len(times),
-        "action_chunks": monitor.chunks,
-        "dialogue_answers": len(monitor.finished_dialogue),
-        "memory_summaries": len(monitor.summaries),
-    } | {key: _diagnostic_value(diag.get(key)) for key in SUMMARY_FROM_DIAGNOSTICS}
-
-
-def _number(value, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def _scored(summary: dict, key: str, rows: str) -> str:
-    """e.g. "0.67 (4/6)": an accuracy and the right / scored rows it comes from."""
-    right = sum(row["correct"] for row in summary[rows])
-    return f"{_number(summary[key])} ({right}/{len(summary[rows])})"
-
-
-def summary_line(summary: dict) -> str:
-    return (f"summary: {summary['frames']} frames, {summary['action_chunks']} action chunks, "
-            f"{summary['commands_received']} commands ({summary['commands_hz']:.1f} Hz, "
-            f"held fraction {summary['held_command_fraction']}), "
-            f"{summary['deadline_misses']} deadline misses, chunk latency p50 "
-            f"{summary['chunk_latency_ms_p50']} ms, {summary['language_tokens']} language "
-            f"tokens, {summary['dialogue_answers']}/{summary['dialogue_requests']} dialogue "
-            f"answers, {summary['memory_summaries']} memory summaries, "
-            f"{summary['torch_threads']} torch threads"
-            + (f"; answer accuracy {_scored(summary, 'answer_accuracy', 'answers')}, "
-               f"memory accuracy {_scored(summary, 'memory_accuracy', 'memory')}, "
-               f"action error {_number(summary['action_error'], 3)}"
-               if "answer_accuracy" in summary else ""))
-
-
-def fleet_line(summaries: dict) -> str:
-    """The fleet in one line: over the robots served (not refused, cameras alive), the
-    slowest one's command rate and fresh-command rate, the worst held fraction, the misses;
-    answers and memory right over all robots; how many admission refused."""
-    rows = list(summaries.values())
-    served = [r for r in rows if not r.get("refused") and not r.get("camera_killed")] or rows
-    killed = [name for name, r in summaries.items() if r.get("camera_killed")]
-    fresh = [r["fresh_commands_hz"] for r in served if r.get("fresh_commands_hz") is not None]
-    refused = sum(bool(r.get("refused")) for r in rows)
-    line = (f"fleet: {len(rows)} robots ({refused} refused"
-            + "".join(f", {name}'s camera killed" for name in killed) + "), commands "
-            f"{min(r['commands_hz'] for r in served):.1f} Hz or more"
-            + (f" ({min(fresh):.1f} Hz fresh)" if fresh else "") + ", held fraction at most "
-            f"{max(r['held_command_fraction'] or 0 for r in served)}, "
-            f"{sum(r['deadline_misses'] or 0 for r in served)} deadline misses, "
-            f"{sum(r['dialogue_answers'] for r in rows)}/"
-            f"{sum(r['dialogue_requests'] or 0 for r in rows)} dialogue answers")
-    if all("answers" in r for r in rows):
-        right = sum(row["correct"] for r in rows for row in r["answers"])
-        memory = sum(row["correct"] for r in rows for row in r["memory"])
-        line += (f"; answers right {right}/{sum(len(r['answers']) for r in rows)}, memory "
-                 f"right {memory}/{sum(len(r['memory']) for r in rows)}")
-    return line
 
 
 def _forward_replay_output(replay, clock: dict, key: str, echo: bool) -> None:
