@@ -1,6 +1,6 @@
 """Chooses the attention implementation by device: Triton kernels on CUDA, the PyTorch
-reference elsewhere (CPU), its whole-table form inside torch.compile. All compute the same
-function (see test/cache)."""
+reference elsewhere (CPU), over whole page tables inside torch.compile. All compute the
+same function (see test/cache)."""
 
 import torch
 
@@ -19,11 +19,8 @@ def decode_attention(q, k_pages, v_pages, block_tables, kv_lens, scale):
         from oxygen_ros.cache import triton_attention
         return triton_attention.decode_attention(q, k_pages, v_pages, block_tables, kv_lens,
                                                  scale)
-    if torch.compiler.is_compiling():
-        return reference.table_attention(q[:, None], k_pages, v_pages, block_tables, kv_lens,
-                                         scale)[:, 0]
     return reference.paged_attention(q[:, None], k_pages, v_pages, block_tables, kv_lens,
-                                     scale)[:, 0]
+                                     scale, length=_compiled_length(block_tables, k_pages))[:, 0]
 
 
 def suffix_attention(q, k_pages, v_pages, block_tables, prefix_lens, extra_k, extra_v, scale):
@@ -32,7 +29,12 @@ def suffix_attention(q, k_pages, v_pages, block_tables, prefix_lens, extra_k, ex
         from oxygen_ros.cache import triton_attention
         return triton_attention.suffix_attention(q, k_pages, v_pages, block_tables,
                                                  prefix_lens, extra_k, extra_v, scale)
-    attention = (reference.table_attention if torch.compiler.is_compiling()
-                 else reference.paged_attention)
-    return attention(q, k_pages, v_pages, block_tables, prefix_lens, scale,
-                     extra_k=extra_k, extra_v=extra_v)
+    return reference.paged_attention(q, k_pages, v_pages, block_tables, prefix_lens, scale,
+                                     extra_k=extra_k, extra_v=extra_v,
+                                     length=_compiled_length(block_tables, k_pages))
+
+
+def _compiled_length(block_tables, k_pages):
+    """Inside torch.compile: whole tables (no length leaves the graph); else the longest."""
+    return reference.whole_tables(block_tables, k_pages) if torch.compiler.is_compiling() \
+        else None

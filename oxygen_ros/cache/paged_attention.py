@@ -20,19 +20,27 @@ def gather(pages: torch.Tensor, block_tables: torch.Tensor, length: int) -> torc
     return dense.reshape(batch, needed * page_size, *pages.shape[2:])[:, :length]
 
 
+def whole_tables(block_tables: torch.Tensor, pages: torch.Tensor) -> int:
+    """Every position the block tables' pages hold."""
+    return block_tables.shape[1] * pages.shape[1]
+
+
 def paged_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
                     block_tables: torch.Tensor, kv_lens: torch.Tensor, scale: float,
                     visible: Optional[torch.Tensor] = None,
                     extra_k: Optional[torch.Tensor] = None,
-                    extra_v: Optional[torch.Tensor] = None) -> torch.Tensor:
+                    extra_v: Optional[torch.Tensor] = None,
+                    length: Optional[int] = None) -> torch.Tensor:
     """softmax(q kᵀ · scale) v over each sequence's cached tokens [0, kv_lens[b]) and,
     when given, extra dense keys/values [B, Te, Hkv, D] that every query sees.
 
-    visible: optional bool [B, T, L] restricting which cached tokens each query sees
-    (L = max(kv_lens)); positions at or beyond kv_lens[b] are never seen.
+    visible: optional bool [B, T, L] restricting which cached tokens each query sees;
+    positions at or beyond kv_lens[b] are never seen. length: the cached positions read,
+    L (default max(kv_lens)); torch.compile passes whole_tables(), which reads no length
+    back from a tensor (the masked keys add exact zeros).
     """
     batch, tokens, num_heads, _ = q.shape
-    length = int(kv_lens.max())
+    length = int(kv_lens.max()) if length is None else length
     keys = gather(k_pages, block_tables, length)
     values = gather(v_pages, block_tables, length)
     mask = torch.arange(length, device=q.device)[None, None, :] < kv_lens[:, None, None]
@@ -44,25 +52,6 @@ def paged_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tenso
         values = torch.cat([values, extra_v.to(values.dtype)], dim=1)
         mask = torch.cat([mask, mask.new_ones(batch, tokens, extra_k.shape[1])], dim=-1)
     return grouped_attention(q, keys, values, mask, scale)
-
-
-def table_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
-                    block_tables: torch.Tensor, kv_lens: torch.Tensor, scale: float,
-                    extra_k: Optional[torch.Tensor] = None,
-                    extra_v: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """paged_attention over every page the block tables list, masked past kv_lens: no
-    length is read back from a tensor, so torch.compile traces it into one graph (the
-    masked keys add exact zeros)."""
-    batch, tokens = q.shape[:2]
-    length = block_tables.shape[1] * k_pages.shape[1]
-    keys = gather(k_pages, block_tables, length)
-    values = gather(v_pages, block_tables, length)
-    mask = torch.arange(length, device=q.device)[None, :] < kv_lens[:, None]
-    if extra_k is not None:
-        keys = torch.cat([keys, extra_k.to(keys.dtype)], dim=1)
-        values = torch.cat([values, extra_v.to(values.dtype)], dim=1)
-        mask = torch.cat([mask, mask.new_ones(batch, extra_k.shape[1])], dim=-1)
-    return grouped_attention(q, keys, values, mask[:, None].expand(batch, tokens, -1), scale)
 
 
 def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,

@@ -138,5 +138,6 @@ def test_whole_table_attention_equals_paged_attention(seed):
     extra_k, extra_v = torch.randn(2, 3, 4, 2, 8, generator=g)
     for extra in ({}, {"extra_k": extra_k, "extra_v": extra_v}):
         torch.testing.assert_close(
-            reference.table_attention(q, k_pages, v_pages, tables, lens, 0.35, **extra),
+            reference.paged_attention(q, k_pages, v_pages, tables, lens, 0.35, **extra,
+                                      length=reference.whole_tables(tables, k_pages)),
             reference.paged_attention(q, k_pages, v_pages, tables, lens, 0.35, **extra))
