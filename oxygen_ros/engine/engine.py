@@ -83,11 +83,12 @@ class EngineCore:
     def new_cache(self, action_batch: int = 1) -> KVCache:
         cache = KVCache.for_model(self.model.config, self.config.num_pages, self.config.page_size,
                                   action_batch, self.model.dtype, self.model.device)
-        needed = cache.pages_for(self.max_prefix_tokens) + 1
+        prefixes = max(1, action_batch)    # a frame prefills one per robot it serves
+        needed = prefixes * cache.pages_for(self.max_prefix_tokens) + 1
         if needed > self.config.num_pages:
-            raise ValueError(f"num_pages={self.config.num_pages} cannot hold one observation "
-                             f"prefix ({self.max_prefix_tokens} tokens = {needed} pages of "
-                             f"{self.config.page_size}); raise num_pages")
+            raise ValueError(f"num_pages={self.config.num_pages} cannot hold {prefixes} "
+                             f"observation prefix(es) of {self.max_prefix_tokens} tokens "
+                             f"({needed} pages of {self.config.page_size}); raise num_pages")
         return cache
 
     # -- the single robot's state (a fleet names its robots) ---------------------------------

@@ -1,9 +1,10 @@
-"""OxygenEngine: the OxyGen loop. Per control frame: prefill each served robot's newest
-observation once (reusing cached pages), run the action expert over them in one batched
-pass (each robot's chunk continuing its own plan) and emit the chunks at once; then, until
-the next frame any robot needs is due (FrameTiming), attach new language requests to their
-robot's newest prefix by reference, feed their prompts, and advance every running request
-— whatever robot and frame it started on — by up to k tokens in batched decode steps.
+"""OxygenEngine: the OxyGen loop. Per control frame: prefill the served robots' newest
+observations once, in one batched pass (reusing cached pages), run the action expert over
+them in one batched pass (each robot's chunk continuing its own plan) and emit the chunks
+at once; then, until the next frame any robot needs is due (FrameTiming), attach new
+language requests to their robot's newest prefix by reference, feed their prompts, and
+advance every running request — whatever robot and frame it started on — by up to k
+tokens in batched decode steps.
 
 Actions never wait for language; language never starves: whatever the estimates say,
 every frame feeds one piece of the oldest prompt and takes one batched decode step."""
@@ -63,12 +64,9 @@ class OxygenEngine(SharedCacheEngine):
         for count, samples in self.fleet_paths.items():
             for run in range(action_paths):
                 started = self.clock.now()
-                tables = []
-                for _ in range(count):
-                    computed = self.clock.now()
-                    tables.append(self.model.prefill(prefix, self.cache, owner="calibration",
-                                                     reuse=False))
-                    self.costs.observe_prefill(prefix.num_tokens, self.clock.now() - computed)
+                tables = self.model.prefill_many([prefix] * count, self.cache,
+                                                 owner="calibration", reuse=False)
+                self.costs.observe_prefill(count * prefix.num_tokens, self.clock.now() - started)
                 run_together([robot.actions for robot in robots[:count]], tables, self.cache,
                              [-1] * count, [None] * count, [0.0] * count)
                 if run:  # the first is the cold one
@@ -138,10 +136,8 @@ class OxygenEngine(SharedCacheEngine):
         # the previous prefixes stay indexed: unchanged pages are found again, not recomputed
         for share in served:
             self.release_newest(share.robot)
-        tables: list[PageTable] = []
+        tables = self.prefill_for_actions([share.prefix for share in served])
         try:
-            for share in served:
-                tables.append(self.prefill_for_actions(share.prefix))
             actions = run_together(
                 [share.robot.actions for share in served], tables, self.cache,
                 [share.frame_id for share in served],
@@ -203,17 +199,18 @@ class OxygenEngine(SharedCacheEngine):
                 self.cache.free(each.newest[0])
                 each.newest = None
 
-    def prefill_for_actions(self, prefix: Prefix) -> PageTable:
-        """The frame's prefix pages, preempting language until they fit: actions never fail
-        for lack of pages (the pool is checked at start-up to hold one prefix)."""
+    def prefill_for_actions(self, prefixes: Sequence[Prefix]) -> list[PageTable]:
+        """The frame's prefix pages, one batched prefill for its robots, preempting language
+        until they fit: actions never fail for lack of pages (the pool is checked at start-up
+        to hold one prefix per robot)."""
         while True:
             computed = self.model.counters["prefix_tokens_computed"]
             started = self.clock.now()
-            table = self.model.prefill(prefix, self.cache)
-            if table is not None:
+            tables = self.model.prefill_many(prefixes, self.cache)
+            if tables is not None:
                 self.costs.observe_prefill(self.model.counters["prefix_tokens_computed"] - computed,
                                            self.clock.now() - started)
-                return table
+                return tables
             victim = self.scheduler.victim()
             if victim is None:
                 raise RuntimeError("KV pool cannot hold the observation prefix")

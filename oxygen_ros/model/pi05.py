@@ -193,22 +193,94 @@ class Pi05Model(nn.Module):
         self.counters["prefix_tokens_reused"] += reused
         return table
 
+    def prefill_many(self, prefixes: Sequence[Prefix], cache: KVCache, owner: str = "prefix",
+                     reuse: bool = True) -> Optional[list[PageTable]]:
+        """prefill() of several prefixes (the robots served in one frame): those with nothing
+        cached are computed together in one packed pass, the rest as prefill() computes them.
+
+        Returns None, with no pages held, if the pool is short."""
+        tables: list[Optional[PageTable]] = [None] * len(prefixes)
+        packed: list[tuple[int, list[bytes]]] = []
+        later: list[int] = []
+        packed_keys: set[tuple[bytes, ...]] = set()
+        for i, prefix in enumerate(prefixes):
+            keys = self.prefix_page_keys(prefix, cache.page_size) if reuse else []
+            table = cache.match_prefix(keys, owner)
+            if table.pages or (keys and tuple(keys) in packed_keys):
+                cache.free(table)   # partly cached, or the same as a packed one: after them
+                later.append(i)
+                continue
+            if not cache.reserve(table, prefix.num_tokens):
+                return self._free_all(tables, cache)
+            tables[i] = table
+            packed.append((i, keys))
+            if keys:
+                packed_keys.add(tuple(keys))
+        if packed:
+            self._compute_new([prefixes[i] for i, _ in packed], [tables[i] for i, _ in packed],
+                              cache)
+            for i, keys in packed:
+                cache.index.insert(keys, tables[i].pages)
+                self.counters["prefix_tokens_computed"] += prefixes[i].num_tokens
+        for i in later:
+            tables[i] = self.prefill(prefixes[i], cache, owner, reuse)
+            if tables[i] is None:
+                return self._free_all(tables, cache)
+        return tables
+
+    @staticmethod
+    def _free_all(tables: Sequence[Optional[PageTable]], cache: KVCache) -> None:
+        for table in tables:
+            if table is not None:
+                cache.free(table)
+        return None
+
+    def _visible(self, prefix: Prefix, start: int = 0) -> torch.Tensor:
+        """[T - start, T] bool: key j is visible to query i if j is bidirectional or not
+        after i (j <= i)."""
+        causal = prefix.causal(self.config.prefix_attention).to(self.device)
+        keys = torch.arange(prefix.num_tokens, device=self.device)
+        return (~causal[None, :]) | (keys[None, :] <= keys[start:, None])
+
+    @torch.no_grad()
+    def _compute_new(self, prefixes: Sequence[Prefix], tables: Sequence[PageTable],
+                     cache: KVCache) -> None:
+        """Whole prefixes as one batch [B, T, W], the shorter ones padded: one vision pass
+        over all their images, one pass through the layers; padding is neither seen nor
+        stored."""
+        lengths = [p.num_tokens for p in prefixes]
+        longest = max(lengths)
+        images = self.embed_images(torch.cat([p.images for p in prefixes]))
+        images = images.split([p.num_image_tokens for p in prefixes])
+        prompts = self.language_model.embed(torch.cat([p.tokens for p in prefixes])
+                                            .to(self.device))
+        prompts = prompts.split([len(p.tokens) for p in prefixes])
+        x = images[0].new_zeros(len(prefixes), longest, images[0].shape[-1])
+        visible = torch.zeros(len(prefixes), longest, longest, dtype=torch.bool,
+                              device=self.device)
+        for row, (prefix, image, prompt) in enumerate(zip(prefixes, images, prompts)):
+            x[row, :prefix.num_tokens] = torch.cat([image, prompt])
+            visible[row, :prefix.num_tokens, :prefix.num_tokens] = self._visible(prefix)
+            visible[row, prefix.num_tokens:, 0] = True   # padding reads a real key, not NaN
+        positions = torch.arange(longest, device=self.device).expand(len(prefixes), longest)
+        slots = torch.cat([cache.slots([table], [0], n)[0] for n, table in zip(lengths, tables)])
+        keep = torch.cat([torch.arange(n, device=self.device) + row * longest
+                          for row, n in enumerate(lengths)])
+        self._dense_prefill(x, positions, visible, slots, keep, cache)
+        for prefix, table in zip(prefixes, tables):
+            table.length = prefix.num_tokens
+
     @torch.no_grad()
     def _compute_prefix(self, prefix: Prefix, table: PageTable, start: int,
                         cache: KVCache) -> None:
+        if start == 0:  # all tokens are here: plain dense attention
+            self._compute_new([prefix], [table], cache)
+            return
         total = prefix.num_tokens
         x = self.embed_prefix(prefix, start)[None]                       # [1, T, W]
         positions = torch.arange(start, total, device=self.device)[None]
-        causal = prefix.causal(self.config.prefix_attention).to(self.device)
-        keys = torch.arange(total, device=self.device)
-        queries = keys[start:]
-        # key j is visible to query i if j is bidirectional or not after i (j <= i)
-        visible = (~causal[None, :]) | (keys[None, :] <= queries[:, None])  # [T, total]
+        visible = self._visible(prefix, start)                           # [T, total]
         slots = cache.slots([table], [start], total - start)
-        if start == 0:  # all tokens are here: plain dense attention
-            self._dense_prefill(x, positions, visible, slots, cache)
-            table.length = total
-            return
         block_tables = cache.block_tables([table])
         lens = torch.tensor([total], device=self.device)
 
@@ -221,11 +293,12 @@ class Pi05Model(nn.Module):
         table.length = total
 
     def _dense_prefill(self, x: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor,
-                       slots: torch.Tensor, cache: KVCache) -> None:
-        """Every layer of a whole prefix x [1, T, W] at once, its K/V written at slots."""
+                       slots: torch.Tensor, keep: torch.Tensor, cache: KVCache) -> None:
+        """Every layer of whole prefixes x [B, T, W] at once (visible [B, T, T]); the K/V
+        of flat token positions `keep` written at `slots`."""
         def attend(layer, q, k, v):
-            cache.write(layer, slots, k, v)
-            return _dense_attention(q, k, v, visible, self.scale)
+            cache.write(layer, slots, k.flatten(0, 1)[keep], v.flatten(0, 1)[keep])
+            return grouped_attention(q, k, v, visible, self.scale)
 
         self._run_vlm(x, positions, attend)
 
@@ -383,8 +456,3 @@ def _compiled(method):
         with torch._inductor.config.patch(freezing=True):
             return compiled(*args)
     return call
-
-
-def _dense_attention(q, k, v, visible, scale):
-    """q [1, T, Hq, D], k/v [1, T, Hkv, D], visible [T, T] -> [1, T, Hq, D]."""
-    return grouped_attention(q, k, v, visible[None], scale)

@@ -69,6 +69,14 @@ class TimedModel:
             self._charge("prefill")
         return table
 
+    def prefill_many(self, prefixes, *args, **kwargs):
+        """One batched pass: charged once, as a function of how many prefixes it is given."""
+        computed = self._model.counters["prefix_tokens_computed"]
+        tables = self._model.prefill_many(prefixes, *args, **kwargs)
+        if self._model.counters["prefix_tokens_computed"] > computed:
+            self._charge("prefill", len(prefixes))
+        return tables
+
     def sample_actions(self, *args, **kwargs):
         """The plain sampler's chunk."""
         result = self._model.sample_actions(*args, **kwargs)

@@ -107,7 +107,7 @@ def test_preempted_requests_resume_with_exactly_the_tokens_of_an_uninterrupted_d
 
 
 def test_a_pool_that_cannot_hold_one_prefix_is_refused_at_start(tiny_model):
-    with pytest.raises(ValueError, match="cannot hold one observation prefix"):
+    with pytest.raises(ValueError, match="cannot hold 1 observation prefix"):
         OxygenEngine(tiny_model, config(num_pages=3))
 
 

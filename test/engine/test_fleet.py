@@ -25,8 +25,9 @@ PERIOD = 0.2
 
 def fleet(tiny_model, robots, actions=lambda batch: 0.02 + 0.005 * (batch - 1), **overrides):
     clock = ManualClock()
-    model = TimedModel(tiny_model, clock, prefill=0.01, actions=actions, extend=0.002,
-                       decode=lambda batch: 0.004 + 0.001 * batch)
+    # the robots' batched prefill costs what theirs alone would (the batch saves nothing)
+    model = TimedModel(tiny_model, clock, prefill=lambda batch: 0.01 * batch, actions=actions,
+                       extend=0.002, decode=lambda batch: 0.004 + 0.001 * batch)
     settings = dict(frame_period_s=PERIOD, memory_period_s=0.0, language_floor=0.25) | overrides
     engine = OxygenEngine(model, config(**settings), clock=clock, robots=robots)
     return engine, clock, model
@@ -73,7 +74,9 @@ def test_frames_go_earliest_deadline_first_and_due_robots_share_one_pass(tiny_mo
     # than one action path; c's starts 5 ms late: within one action path of a's
     feeds = {"a": observations("a", 0), "b": observations("b", 1, offset=0.07),
              "c": observations("c", 2, offset=0.005)}
+    prefills = model.calls["prefill"]
     frames = drive(engine, clock, feeds, duration=2.0)
+    assert model.calls["prefill"] - prefills == len(frames)   # one batched prefill a frame
     assert frames[:3] == [["a"], ["c"], ["b"]], frames     # each first frame at once
     # then c joins a's frames (a's deadline first), b keeps its own
     steady = frames[3:]
@@ -246,3 +249,11 @@ def test_each_robot_has_its_own_memory_windows(tiny_model):
             assert summary.window_end - summary.window_start >= 0.5
         assert mine[0].window_start - start == pytest.approx(0.0 if robot == "a" else 0.3,
                                                              abs=1 / 30 + 1e-9)
+
+
+def test_a_pool_that_cannot_hold_one_prefix_per_robot_is_refused_at_start(tiny_model):
+    one = OxygenEngine(tiny_model, config(), calibrate=False)
+    pages = one.cache.pages_for(one.max_prefix_tokens) + 1
+    assert OxygenEngine(tiny_model, config(num_pages=pages), calibrate=False).cache
+    with pytest.raises(ValueError, match="cannot hold 2 observation prefix"):
+        OxygenEngine(tiny_model, config(num_pages=pages), calibrate=False, robots=["a", "b"])
