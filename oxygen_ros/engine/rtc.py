@@ -108,7 +108,8 @@ def guided_velocity(x_t: torch.Tensor, guidance: Guide, time: float,
             correction = torch.autograd.grad(clean, x, error.detach())[0]
         v = v.detach()
     else:
-        v = velocity(x_t).float()
+        with torch.no_grad():    # no backward pass: no graph to record
+            v = velocity(x_t).float()
         correction = (goal - (x_t - time * v)) * weights
     return v - guidance_weight(time, settings.max_guidance_weight).to(v.device) * correction
 

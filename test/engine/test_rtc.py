@@ -64,6 +64,22 @@ def test_settings_reject_unknown_names():
     assert rtc.RTCSettings(prefix_attention_schedule="LINEAR").prefix_attention_schedule == "linear"
 
 
+@pytest.mark.parametrize("guidance, records", [("vjp", True), ("error", False)])
+def test_only_the_vjp_guidance_records_a_graph_through_the_denoiser(guidance, records):
+    """The error variant has no backward pass: its denoiser runs as the plain sampler's
+    does (no autograd graph, the no-grad attention path)."""
+    seen = []
+
+    def velocity(x):
+        seen.append(torch.is_grad_enabled())
+        return 2 * x
+
+    x = torch.randn(1, 4, 2)
+    guidance_toward = rtc.Guide(torch.zeros(1, 4, 2), torch.ones(1, 4, 1))
+    v = rtc.guided_velocity(x, guidance_toward, 0.5, velocity, rtc.RTCSettings(guidance=guidance))
+    assert seen == [records] and v.grad_fn is None
+
+
 # -- the sampler -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def long_model():
