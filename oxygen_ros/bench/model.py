@@ -5,7 +5,7 @@ same run too)."""
 
 import resource
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -45,6 +45,9 @@ class ModelBenchResult:
     matmul_peak_gflops: float = 0.0     # square matmuls in this dtype, best of the run
     prefill_peak_fraction: float = 0.0  # prefill GFLOP/s ÷ that peak
     compiled: bool = False          # Pi05Model.compile_passes() (first calls compile, untimed)
+    # robots served in one frame -> their chunks from new observations (one batched prefill,
+    # one batched denoising: the fleet server's action path)
+    robots_chunk_ms: dict[int, float] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -77,14 +80,15 @@ def measure_matmul_peak(device: torch.device, dtype: torch.dtype, size: int = 20
 def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         batches=(1, 4, 16), decode_steps: int = 16, repeats: int = 5,
         seed: int = 0, cuda_graphs: bool = False, checkpoint: str = "",
-        peak_size: int = 2048, compile: bool = False) -> ModelBenchResult:
+        peak_size: int = 2048, compile: bool = False, robots=()) -> ModelBenchResult:
     """dtype: a name or auto (model/precision.py). The model is built in that dtype from
     the preset with random weights, or loaded memory-mapped from `checkpoint`. A π0.5
     prompt (PaliGemma tokenizer) is padded to its max_prompt_tokens, 200, as π0.5 pads it.
     cuda_graphs: replay decode steps and the denoising loop from CUDA graphs (CUDA only).
     peak_size: the side of the square matmuls the peak is measured on.
     compile: torch.compile the prefill, denoising and decode passes (compile_passes) before
-    anything is timed; every timed shape is compiled in the warm-up calls."""
+    anything is timed; every timed shape is compiled in the warm-up calls.
+    robots: counts of robots whose new observations one frame serves, each timed."""
     dtype_name, why = resolve_dtype(dtype, device)
     dtype = getattr(torch, dtype_name)
     dev = torch.device(device)
@@ -112,8 +116,9 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
 
     sample = prefix(0)
     pages_per_seq = -(-(sample.num_tokens + 64 + decode_steps * (repeats + 2)) // 16)
-    cache = KVCache.for_model(config, num_pages=pages_per_seq * (max(batches) + 4) + 1,
-                              page_size=16, dtype=dtype, device=dev)
+    most_robots = max(robots, default=1)
+    cache = KVCache.for_model(config, pages_per_seq * (max(batches) + most_robots + 4) + 1,
+                              page_size=16, action_batch=most_robots, dtype=dtype, device=dev)
     if cuda_graphs:
         from oxygen_ros.model.cuda_graphs import CudaGraphs
         model.graphs = CudaGraphs(model, cache, max_tokens=pages_per_seq * 16,
@@ -139,6 +144,8 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         cache.free(hit)
 
     chunk_cached_ms = _median_ms(chunk_cached, repeats, dev)
+    robots_ms = {count: _robots_chunk_ms(model, cache, count, prefix, noise, repeats)
+                 for count in robots}
 
     tokens_per_s, step_ms = _decode_rates(model, cache, table, batches, decode_steps, repeats)
     lm = model.language_model
@@ -153,7 +160,23 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         weight_bytes, bandwidth, step_ms[batches[0]] / bound_ms, dtype_name, why,
         sum(p.numel() * p.element_size() for p in model.parameters()), load_s,
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, gflop, peak,
-        gflop / (prefill_ms / 1e3) / peak, compile)
+        gflop / (prefill_ms / 1e3) / peak, compile, robots_ms)
+
+
+def _robots_chunk_ms(model: Pi05Model, cache: KVCache, count: int, prefix, noise,
+                     repeats: int) -> float:
+    """ms for `count` robots' chunks from new observations in one frame: one batched
+    prefill (prefill_many), one batched denoising."""
+    frames = [[prefix(0) for _ in range(count)] for _ in range(repeats + 1)]  # each new once
+
+    def frame():
+        tables = model.prefill_many(frames.pop(), cache)
+        model.sample_actions(tables, noise.expand(count, -1, -1), cache)
+        for table in tables:
+            cache.free(table)
+
+    frame()     # warm-up (a compiled pass compiles the new batch)
+    return _median_ms(frame, repeats, model.device)
 
 
 def _decode_rates(model: Pi05Model, cache: KVCache, table, batches, decode_steps: int,
@@ -238,5 +261,16 @@ def report(results: "ModelBenchResult | list[ModelBenchResult]") -> str:
         lines.append(line)
         lines.append(f"  {'':36}" + "".join(
             f"{f'{r.decode_tokens_per_s[batch]:.1f} tokens/s':>18}" for r in results))
+    fewest = min(first.robots_chunk_ms, default=None)
+    for count in first.robots_chunk_ms:
+        line = f"  {f'action chunks, {count} robots a frame':36}" + "".join(
+            f"{f'{r.robots_chunk_ms[count]:.1f} ms':>18}" for r in results)
+        line += "".join(f"{r.robots_chunk_ms[count] / first.robots_chunk_ms[count]:11.2f}"
+                        for r in later)
+        lines.append(line)
+        if count != fewest:
+            lines.append(f"  {f'  ÷ {fewest} robot(s) a frame':36}" + "".join(
+                f"{r.robots_chunk_ms[count] / r.robots_chunk_ms[fewest]:16.2f} x"
+                for r in results))
     lines.append("  (bandwidth bound 1.0: every decode step only streams the VLM weights once)")
     return "\n".join(lines)

@@ -47,7 +47,7 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
     results = [benchmark.run(args.preset, args.device, dtype, batches=tuple(args.batches),
                              decode_steps=args.decode_tokens, repeats=args.repeats,
                              cuda_graphs=args.cuda_graphs, checkpoint=args.checkpoint,
-                             compile=compiled)
+                             compile=compiled, robots=tuple(args.robots))
                for dtype in args.dtype for compiled in COMPILE_RUNS[args.compile]]
     print(benchmark.report(results))
     if args.json:
@@ -227,6 +227,10 @@ def add_commands(sub) -> None:
                                   "has bf16 matrix units)")
     bench_model.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16],
                              help="decode batch sizes (default 1 4 16)")
+    bench_model.add_argument("--robots", type=int, nargs="+", default=[],
+                             help="robots served in one frame: each count's chunks from new "
+                                  "observations, one batched prefill and denoising, e.g. 1 4 "
+                                  "(the fleet server's action path for 4 ÷ 1; default none)")
     bench_model.add_argument("--decode-tokens", type=int, default=32,
                              help="decode steps per timed repeat (default 32)")
     bench_model.add_argument("--repeats", type=int, default=5, help="timed repeats (median)")

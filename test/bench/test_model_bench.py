@@ -28,6 +28,19 @@ def test_model_benchmark_reports_consistent_numbers_on_tiny():
         result.prefill_gflop / (result.prefill_ms / 1e3) / result.matmul_peak_gflops)
     text = benchmark.report(result)
     assert "decode batch   4" in text and "bandwidth bound" in text
+    assert "robots a frame" not in text                     # not asked for
+
+
+def test_the_robots_in_a_frame_are_timed_each_and_divided_by_the_fewest():
+    result = benchmark.run("tiny", batches=(1,), decode_steps=1, repeats=1, peak_size=256,
+                           robots=(1, 3))
+    assert set(result.robots_chunk_ms) == {1, 3} and min(result.robots_chunk_ms.values()) > 0
+    lines = benchmark.report(result).splitlines()
+    row = next(line for line in lines if "3 robots a frame" in line)
+    assert f"{result.robots_chunk_ms[3]:.1f} ms" in row
+    ratio = lines[lines.index(row) + 1]
+    assert "÷ 1 robot(s) a frame" in ratio
+    assert f"{result.robots_chunk_ms[3] / result.robots_chunk_ms[1]:.2f} x" in ratio
 
 
 def test_two_dtypes_side_by_side_with_their_ratios():
