@@ -199,8 +199,8 @@ class EngineCore:
             robot.timing.observe_age(start - observation.stamp)
         self._drain_inbox()
         self._expire()
-        for robot, observation, frame_id in zip(robots, observations, frame_ids):
-            memory = robot.memory.observe(observation, frame_id, began)
+        for robot, observation in zip(robots, observations):
+            memory = robot.memory.observe(observation, began)
             if memory is not None:
                 self.scheduler.submit(memory)
         served = [Served(robot, frame_id, observation, self.build_prefix(observation))

@@ -1,5 +1,6 @@
 """MemoryTask: every memory_period_s of sensor time, a summary of the frames since the last
 one, decoded over the newest observation and a memory prompt holding the previous summary.
+Frames are numbered per robot (in a fleet, a robot's memory counts its own frames only).
 A window that elapsed while a summary was in flight opens at the next frame or, when no
 observation follows (the stream ended), at the next idle step, over the newest prefix."""
 
@@ -25,16 +26,17 @@ class MemoryTask:
         self.previous = ""
         self.window_start: Optional[float] = None
         self.first_frame = 0
+        self.frames = 0           # this robot's frames seen: the number of the next one
         self.in_flight: Optional[LanguageRequest] = None
         self._ids = itertools.count(1)
         self._window = (0.0, 0.0, 0)   # start, end, frames of the request in flight
-        self.newest: Optional[tuple[float, int]] = None   # stamp, frame id of the newest frame
+        self.newest: Optional[tuple[float, int]] = None   # stamp, number of the newest frame
 
-    def observe(self, observation: Observation, frame_id: int,
-                now: float) -> Optional[LanguageRequest]:
+    def observe(self, observation: Observation, now: float) -> Optional[LanguageRequest]:
         """A summary request when the period has elapsed (and none is in flight)."""
         if self.config.memory_period_s <= 0:
             return None
+        frame_id, self.frames = self.frames, self.frames + 1
         if self.window_start is None:
             self.window_start, self.first_frame = observation.stamp, frame_id
         self.newest = (observation.stamp, frame_id)
