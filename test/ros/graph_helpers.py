@@ -112,3 +112,57 @@ class Probe:
     def close(self):
         self.executor.remove_node(self.node)
         self.node.destroy_node()
+
+
+RESEND_S = 10.0
+
+
+def call(probe, client, request, node, timeout: float = 30.0):
+    """The service's response within `timeout` s. An unanswered request is sent again every
+    RESEND_S: a response can be lost when the server's response writer has not yet matched
+    this client's reader (rmw_fastrtps waits only briefly for it, ros2/rmw_fastrtps#390),
+    which a loaded machine makes likely on a client's first call. The first response to
+    arrive is returned; a request whose repeat is not harmless needs a check of its own
+    (Lifecycle.transition)."""
+    return _call(probe, client, request, node, timeout)[0]
+
+
+def _call(probe, client, request, node, timeout: float):
+    """(the first response, how many times the request was sent)."""
+    assert client.wait_for_service(timeout_sec=timeout), client.srv_name
+    deadline = time.monotonic() + timeout
+    futures = []
+    while time.monotonic() < deadline:
+        futures.append(client.call_async(request))
+        answered = lambda: any(f.done() for f in futures)   # noqa: E731
+        if probe.spin(min(RESEND_S, deadline - time.monotonic()), until=answered):
+            return next(f for f in futures if f.done()).result(), len(futures)
+    raise AssertionError(f"{client.srv_name} did not answer {len(futures)} requests in "
+                         f"{timeout:.0f} s (node running: {node.poll() is None}):\n"
+                         + "".join(node.lines)[-3000:])
+
+
+class Lifecycle:
+    """The inference node's lifecycle services, as the probe calls them."""
+
+    TARGETS = {1: "inactive", 2: "unconfigured", 3: "active", 4: "inactive"}  # Transition ids
+
+    def __init__(self, probe, node, name: str = "/inference"):
+        from lifecycle_msgs.srv import ChangeState, GetState
+        self.probe, self.node = probe, node
+        self.change = probe.node.create_client(ChangeState, f"{name}/change_state")
+        self.get = probe.node.create_client(GetState, f"{name}/get_state")
+
+    def state(self, timeout: float = 30.0) -> str:
+        from lifecycle_msgs.srv import GetState
+        return call(self.probe, self.get, GetState.Request(), self.node,
+                    timeout).current_state.label
+
+    def transition(self, transition_id: int, timeout: float = 60.0) -> bool:
+        """Whether the transition was made. A resent request finds it made when the first
+        one's response was lost: then the node's state, not that answer, says."""
+        from lifecycle_msgs.msg import Transition
+        from lifecycle_msgs.srv import ChangeState
+        request = ChangeState.Request(transition=Transition(id=transition_id))
+        response, sends = _call(self.probe, self.change, request, self.node, timeout)
+        return response.success or (sends > 1 and self.state() == self.TARGETS[transition_id])

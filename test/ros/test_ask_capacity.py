@@ -7,12 +7,11 @@ request ids go on counting across a cleanup and configure."""
 import os
 import signal
 
-from graph_helpers import Probe
+from graph_helpers import Lifecycle, Probe
 from lifecycle_msgs.msg import Transition
-from lifecycle_msgs.srv import ChangeState
 from rclpy.action import ActionClient
 from std_msgs.msg import String
-from test_lifecycle_and_ask import call, start_graph
+from test_lifecycle_and_ask import start_graph
 
 from oxygen_ros.action import Ask
 from oxygen_ros.ros.dialogue_router import ask_client_qos
@@ -88,12 +87,11 @@ def test_request_ids_go_on_counting_across_cleanup_and_configure(
         processes, tmp_path, rclpy_context):
     _, node, _ = start_graph(processes, tmp_path, autostart=False, stop_at_eos=False)
     probe = Probe(rclpy_context)
-    change = probe.node.create_client(ChangeState, "/inference/change_state")
+    lifecycle = Lifecycle(probe, node)
     client = ActionClient(probe.node, Ask, "/oxygen/ask")
 
     def transition(transition_id):
-        assert call(probe, change, ChangeState.Request(
-            transition=Transition(id=transition_id)), node, timeout=60.0).success
+        assert lifecycle.transition(transition_id)
 
     def ask_both():
         """A topic request and a goal: (topic request id, goal request id)."""

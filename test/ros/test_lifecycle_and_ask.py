@@ -3,9 +3,8 @@ a managed node driven through its lifecycle services, and dialogue as the Ask ac
 
 import time
 
-from graph_helpers import Probe, executable, write_params
+from graph_helpers import Lifecycle, Probe, executable, write_params
 from lifecycle_msgs.msg import Transition
-from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.action import ActionClient
 from std_msgs.msg import String
 
@@ -24,28 +23,15 @@ def start_graph(processes, tmp_path, **inference):
     return ingest, node, camera
 
 
-def call(probe, client, request, node, timeout=30.0):
-    assert client.wait_for_service(timeout_sec=timeout), client.srv_name
-    future = client.call_async(request)
-    assert probe.spin(timeout, until=future.done), \
-        f"{client.srv_name} did not answer (node running: {node.poll() is None}):\n" \
-        + "".join(node.lines)[-3000:]
-    return future.result()
-
-
 def test_lifecycle_transitions_gate_the_commands_and_load_the_weights_once(
         processes, tmp_path, rclpy_context):
     _, node, _ = start_graph(processes, tmp_path, autostart=False)
     probe = Probe(rclpy_context)
-    change = probe.node.create_client(ChangeState, "/inference/change_state")
-    get = probe.node.create_client(GetState, "/inference/get_state")
-
-    def state():
-        return call(probe, get, GetState.Request(), node).current_state.label
+    lifecycle = Lifecycle(probe, node)
+    state = lifecycle.state
 
     def transition(transition_id):
-        assert call(probe, change, ChangeState.Request(
-            transition=Transition(id=transition_id)), node).success, "".join(node.lines)[-2000:]
+        assert lifecycle.transition(transition_id), "".join(node.lines)[-2000:]
 
     try:
         assert state() == "unconfigured"

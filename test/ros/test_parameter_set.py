@@ -6,12 +6,10 @@ ignored) while it runs; camera_ingest's parameters are read-only."""
 import math
 
 import pytest
-from graph_helpers import Probe, executable, write_params
+from graph_helpers import Lifecycle, Probe, executable, write_params
 from lifecycle_msgs.msg import Transition
-from lifecycle_msgs.srv import ChangeState
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
-from test_lifecycle_and_ask import call
 
 pytestmark = pytest.mark.ros
 
@@ -59,10 +57,7 @@ def test_inference_refuses_bad_values_with_the_reason_and_freezes_while_configur
     assert not crossed.successful and "above joint_upper_limits" in crossed.reason
 
     assert set_one(probe, client, node, "control_rate_hz", 60.0).successful   # unconfigured
-    change = probe.node.create_client(ChangeState, "/inference/change_state")
-    configured = call(probe, change, ChangeState.Request(
-        transition=Transition(id=Transition.TRANSITION_CONFIGURE)), node, timeout=120.0)
-    assert configured.success
+    assert Lifecycle(probe, node).transition(Transition.TRANSITION_CONFIGURE, timeout=120.0)
     frozen = set_one(probe, client, node, "control_rate_hz", 70.0)
     assert not frozen.successful and "inference is configured" in frozen.reason
     assert get_one(probe, client, node, "control_rate_hz").double_value == 60.0

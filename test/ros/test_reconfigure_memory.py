@@ -4,11 +4,10 @@ by less than 16 MB (here 10-11 MB under load; without cleanup returning freed me
 engine/memory_release.py, 23-31 MB), and the last 10 cycles by less than 3 MB: a leak
 grows with every cycle, the allocator's warm-up levels off."""
 
-from graph_helpers import Probe
+from graph_helpers import Lifecycle, Probe
 from lifecycle_msgs.msg import Transition
-from lifecycle_msgs.srv import ChangeState
 from std_msgs.msg import String
-from test_lifecycle_and_ask import call, start_graph
+from test_lifecycle_and_ask import start_graph
 
 CYCLES, WARM_UP, BOUND_MB, LAST_HALF_MB = 20, 2, 16.0, 3.0
 
@@ -23,12 +22,10 @@ def test_twenty_configure_cleanup_cycles_keep_the_process_memory_flat(
         processes, tmp_path, rclpy_context):
     _, node, _ = start_graph(processes, tmp_path, autostart=False)
     probe = Probe(rclpy_context)
-    change = probe.node.create_client(ChangeState, "/inference/change_state")
+    lifecycle = Lifecycle(probe, node)
 
     def transition(transition_id):
-        assert call(probe, change, ChangeState.Request(
-            transition=Transition(id=transition_id)), node, timeout=60.0).success, \
-            "".join(node.lines)[-2000:]
+        assert lifecycle.transition(transition_id), "".join(node.lines)[-2000:]
 
     try:
         sizes = []
