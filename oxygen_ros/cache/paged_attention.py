@@ -58,13 +58,19 @@ def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                       mask: torch.Tensor, scale: float) -> torch.Tensor:
     """q [B, T, Hq, D], keys/values [B, L, Hkv, D], mask [B, T, L] -> [B, T, Hq, D].
 
-    Query head h reads kv head h // (Hq // Hkv) (SDPA's enable_gqa): K/V are not copied
-    per query head and one mask serves every head."""
+    The query heads sharing a kv head are folded into the query axis, so K/V are read
+    as they are instead of being copied once per query head."""
+    batch, tokens, num_heads, head_dim = q.shape
+    kv_heads = keys.shape[2]
+    group = num_heads // kv_heads
+    q = q.view(batch, tokens, kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
+    q = q.reshape(batch, kv_heads, group * tokens, head_dim)
     if not torch.compiler.is_compiling() and bool(mask.all()):
         attn_mask = None   # everything visible (action tokens, bidirectional prefixes)
     else:
-        attn_mask = mask[:, None]
+        mask = mask[:, None, None].expand(batch, 1, group, tokens, mask.shape[-1])
+        attn_mask = mask.reshape(batch, 1, group * tokens, -1)
     out = F.scaled_dot_product_attention(
-        q.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2), attn_mask=attn_mask,
-        scale=scale, enable_gqa=q.shape[2] != keys.shape[2])
-    return out.transpose(1, 2)
+        q, keys.transpose(1, 2), values.transpose(1, 2), attn_mask=attn_mask, scale=scale)
+    out = out.view(batch, kv_heads, group, tokens, head_dim).permute(0, 3, 1, 2, 4)
+    return out.reshape(batch, tokens, num_heads, head_dim)
