@@ -10,6 +10,7 @@ page table with new tokens through the VLM weights.
 
 The operations the engine calls:
     prefill(prefix, cache)            -> PageTable (None if the pool is short)
+    prefill_many(prefixes, cache)     -> [PageTable] (one batched pass; None if short)
     extend(table, tokens, cache)      -> logits of the last token
     decode(tables, tokens, cache)     -> logits [B, vocab] (one token per sequence)
     denoise(tables, x_t, t, cache)    -> velocity [B, H, action_dim] (writes no pages)
@@ -90,13 +91,13 @@ class Pi05Model(nn.Module):
                 layer.mlp.forward = torch.compile(layer.mlp.forward, dynamic=True)
 
     def compile_passes(self) -> None:
-        """torch.compile (inductor) the passes every frame runs: the vision tower, a new
-        observation's prefill, the denoising step and the decode step, each into one graph
-        (attention reads whole page tables, so no length leaves the graph), the weights
-        frozen into it and its matmuls autotuned (inductor's AMX micro-kernels or oneDNN on
-        a CPU). Inference only: the parameters stop requiring gradients. The first call of
-        each new shape compiles (tens of seconds); partially cached prefixes and prompts
-        stay eager."""
+        """torch.compile (inductor) the passes every frame runs: the vision tower, the
+        prefill of new observations (one or a batch), the denoising step and the decode
+        step, each into one graph (attention reads whole page tables, so no length leaves
+        the graph), the weights frozen into it and its matmuls autotuned (inductor's AMX
+        micro-kernels or oneDNN on a CPU). Inference only: the parameters stop requiring
+        gradients. The first call of each new shape (a batch of one, then of several)
+        compiles (tens of seconds); partially cached prefixes and prompts stay eager."""
         self.requires_grad_(False)
         for name in ("embed_images", "_dense_prefill", "velocity", "decode_step"):
             setattr(self, name, _compiled(getattr(self, name)))
@@ -177,55 +178,51 @@ class Pi05Model(nn.Module):
         With reuse=False the prefix index is neither read nor written (a private copy).
 
         Returns None, with the pool unchanged, if there are not enough free pages."""
-        total = prefix.num_tokens
-        keys = self.prefix_page_keys(prefix, cache.page_size) if reuse else []
-        table = cache.match_prefix(keys, owner)
-        whole = bool(keys) and len(table.pages) == len(keys)
-        reused = total if whole else len(table.pages) * cache.page_size
-        table.length = reused
-        if reused < total:
-            if not cache.reserve(table, total - reused):
-                cache.free(table)
-                return None
-            self._compute_prefix(prefix, table, reused, cache)
-            cache.index.insert(keys, table.pages)
-        self.counters["prefix_tokens_computed"] += total - reused
-        self.counters["prefix_tokens_reused"] += reused
-        return table
+        tables = self.prefill_many([prefix], cache, owner, reuse)
+        return None if tables is None else tables[0]
 
     def prefill_many(self, prefixes: Sequence[Prefix], cache: KVCache, owner: str = "prefix",
                      reuse: bool = True) -> Optional[list[PageTable]]:
         """prefill() of several prefixes (the robots served in one frame): those with nothing
-        cached are computed together in one packed pass, the rest as prefill() computes them.
+        cached are computed together, as one padded batch; a partly cached one is completed
+        alone; one that repeats an earlier prefix of the list reuses its pages.
 
         Returns None, with no pages held, if the pool is short."""
         tables: list[Optional[PageTable]] = [None] * len(prefixes)
-        packed: list[tuple[int, list[bytes]]] = []
-        later: list[int] = []
-        packed_keys: set[tuple[bytes, ...]] = set()
+        keys_of: list[list[bytes]] = [[] for _ in prefixes]
+        reused = [prefix.num_tokens for prefix in prefixes]     # tokens found in the index
+        new, partial, repeats = [], [], []
+        seen: set[tuple[bytes, ...]] = set()
         for i, prefix in enumerate(prefixes):
-            keys = self.prefix_page_keys(prefix, cache.page_size) if reuse else []
-            table = cache.match_prefix(keys, owner)
-            if table.pages or (keys and tuple(keys) in packed_keys):
-                cache.free(table)   # partly cached, or the same as a packed one: after them
-                later.append(i)
+            keys = keys_of[i] = self.prefix_page_keys(prefix, cache.page_size) if reuse else []
+            if keys and tuple(keys) in seen:
+                repeats.append(i)    # found whole in the index once the first is computed
                 continue
-            if not cache.reserve(table, prefix.num_tokens):
-                return self._free_all(tables, cache)
-            tables[i] = table
-            packed.append((i, keys))
-            if keys:
-                packed_keys.add(tuple(keys))
-        if packed:
-            self._compute_new([prefixes[i] for i, _ in packed], [tables[i] for i, _ in packed],
-                              cache)
-            for i, keys in packed:
-                cache.index.insert(keys, tables[i].pages)
-                self.counters["prefix_tokens_computed"] += prefixes[i].num_tokens
-        for i in later:
-            tables[i] = self.prefill(prefixes[i], cache, owner, reuse)
-            if tables[i] is None:
-                return self._free_all(tables, cache)
+            seen.add(tuple(keys))
+            table = tables[i] = cache.match_prefix(keys, owner)
+            whole = bool(keys) and len(table.pages) == len(keys)
+            table.length = prefix.num_tokens if whole else len(table.pages) * cache.page_size
+            reused[i] = table.length
+            if table.length < prefix.num_tokens:
+                if not cache.reserve(table, prefix.num_tokens - table.length):
+                    return self._free_all(tables, cache)
+                (partial if table.length else new).append(i)
+        try:
+            if new:
+                self._compute_new([prefixes[i] for i in new], [tables[i] for i in new], cache)
+            for i in partial:
+                self._complete_prefix(prefixes[i], tables[i], tables[i].length, cache)
+        except BaseException:
+            self._free_all(tables, cache)
+            raise
+        for i in new + partial:
+            cache.index.insert(keys_of[i], tables[i].pages)
+        for i in repeats:
+            tables[i] = cache.match_prefix(keys_of[i], owner)
+            tables[i].length = prefixes[i].num_tokens
+        for prefix, tokens in zip(prefixes, reused):
+            self.counters["prefix_tokens_computed"] += prefix.num_tokens - tokens
+            self.counters["prefix_tokens_reused"] += tokens
         return tables
 
     @staticmethod
@@ -271,11 +268,9 @@ class Pi05Model(nn.Module):
             table.length = prefix.num_tokens
 
     @torch.no_grad()
-    def _compute_prefix(self, prefix: Prefix, table: PageTable, start: int,
-                        cache: KVCache) -> None:
-        if start == 0:  # all tokens are here: plain dense attention
-            self._compute_new([prefix], [table], cache)
-            return
+    def _complete_prefix(self, prefix: Prefix, table: PageTable, start: int,
+                         cache: KVCache) -> None:
+        """Tokens [start:] of a prefix whose first `start` are in the table's pages."""
         total = prefix.num_tokens
         x = self.embed_prefix(prefix, start)[None]                       # [1, T, W]
         positions = torch.arange(start, total, device=self.device)[None]

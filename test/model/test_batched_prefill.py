@@ -53,16 +53,21 @@ def test_a_repeated_or_partly_cached_prefix_in_the_batch_is_computed_only_where_
     config = preset("tiny").with_(prefix_attention="causal_prompt")
     model = Pi05Model(config, seed=0).eval()
     cache = KVCache.for_model(config, num_pages=64, page_size=4, action_batch=3)
-    cached = model.prefill(make_prefix(config, seed=0, state_seed=0), cache)
+    cached_prefix = make_prefix(config, seed=0, state_seed=0)
+    cached = model.prefill(cached_prefix, cache)
     computed = model.counters["prefix_tokens_computed"]
     same_images = make_prefix(config, seed=0, state_seed=1)      # only the state differs
     new = make_prefix(config, seed=1)
+    hits = cache.index.hit_pages
     tables = model.prefill_many([same_images, new, make_prefix(config, seed=1)], cache)
     assert tables[2].pages == tables[1].pages                     # computed once, shared
-    assert tables[0].pages[0] == cached.pages[0]                  # the image pages reused
-    reused = model.counters["prefix_tokens_reused"]
+    # the pages before the first differing token are the cached prefix's
+    before, after = (model.prefix_page_keys(p, 4) for p in (cached_prefix, same_images))
+    shared = next(i for i, (a, b) in enumerate(zip(before, after)) if a != b)
+    assert shared > 0 and tables[0].pages[:shared] == cached.pages[:shared]
     assert model.counters["prefix_tokens_computed"] - computed == (
-        new.num_tokens + same_images.num_tokens - (reused - new.num_tokens))
+        new.num_tokens + same_images.num_tokens - 4 * shared)
+    assert cache.index.hit_pages - hits == shared + len(tables[2].pages)  # each matched once
     fresh = KVCache.for_model(config, num_pages=64, page_size=4, action_batch=3)
     alone = [model.prefill(p, fresh, reuse=False) for p in (same_images, new)]
     torch.testing.assert_close(actions(model, tables[:2], cache), actions(model, alone, fresh),
@@ -78,3 +83,19 @@ def test_a_batch_the_pool_cannot_hold_holds_no_pages(make_prefix):
     assert model.prefill_many(prefixes, cache) is None
     cache.pool.check_whole()
     assert cache.pool.num_free == room
+
+
+def test_a_batch_whose_pass_fails_holds_no_pages(make_prefix):
+    model = Pi05Model(preset("tiny"), seed=0).eval()
+    cache = KVCache.for_model(model.config, num_pages=64, page_size=16)
+    cached = make_prefix(model.config, seed=0)
+    cache.free(model.prefill(cached, cache))       # its pages stay indexed
+
+    def out_of_memory(*args):
+        raise MemoryError("the batched pass")
+
+    model._compute_new = out_of_memory
+    with pytest.raises(MemoryError):
+        model.prefill_many([cached, make_prefix(model.config, seed=1)], cache)
+    cache.pool.check_whole()
+    assert cache.pool.used_pages == 0

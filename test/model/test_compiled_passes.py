@@ -11,22 +11,27 @@ from oxygen_ros.model.pi05 import Pi05Model
 
 
 def run_passes(model, make_prefix) -> list[torch.Tensor]:
-    """K/V of two prefixes, actions for one and for both, and three batched decode steps
-    (the same tokens fed whatever the logits, so the steps compare one by one)."""
+    """K/V of a prefix alone and of two (of different lengths) prefilled as one batch,
+    actions for one and for two, and three batched decode steps over the first two (the
+    same tokens fed whatever the logits, so the steps compare one by one)."""
     config = model.config
     cache = KVCache.for_model(config, num_pages=64, page_size=16, action_batch=2,
                               dtype=model.dtype)
-    tables = [model.prefill(make_prefix(config, seed=i, instruction="pick up the cup" + "!" * i),
-                            cache) for i in range(2)]
-    outputs = [torch.stack([cache.pool.k[:, page] for page in table.pages]) for table in tables]
+    prefixes = [make_prefix(config, seed=i, instruction="pick up the cup" + "!" * i)
+                for i in range(3)]
+    alone = model.prefill(prefixes[0], cache)
+    tables = model.prefill_many(prefixes[1:], cache)
+    outputs = [torch.stack([cache.pool.k[:, page] for page in table.pages])
+               for table in (alone, *tables)]
     noise = torch.randn(2, config.action_horizon, config.action_dim,
                         generator=torch.Generator().manual_seed(0)).to(model.dtype)
-    outputs += [model.sample_actions(tables[:1], noise[:1], cache),
+    outputs += [model.sample_actions([alone], noise[:1], cache),
                 model.sample_actions(tables, noise, cache)]
+    decoding = [alone, tables[0]]
     for tokens in ([5, 6], [7, 8], [9, 10]):
-        for table in tables:
+        for table in decoding:
             assert cache.reserve(table, 1)
-        outputs.append(model.decode(tables, tokens, cache))
+        outputs.append(model.decode(decoding, tokens, cache))
     return [output.float() for output in outputs]
 
 
