@@ -83,7 +83,7 @@ class EngineCore:
     def new_cache(self, action_batch: int = 1) -> KVCache:
         cache = KVCache.for_model(self.model.config, self.config.num_pages, self.config.page_size,
                                   action_batch, self.model.dtype, self.model.device)
-        prefixes = max(1, action_batch)    # a frame prefills one per robot it serves
+        prefixes = max(1, action_batch)    # every robot's newest prefix is held at once
         needed = prefixes * cache.pages_for(self.max_prefix_tokens) + 1
         if needed > self.config.num_pages:
             raise ValueError(f"num_pages={self.config.num_pages} cannot hold {prefixes} "

@@ -66,7 +66,8 @@ class OxygenEngine(SharedCacheEngine):
                 started = self.clock.now()
                 tables = self.model.prefill_many([prefix] * count, self.cache,
                                                  owner="calibration", reuse=False)
-                self.costs.observe_prefill(count * prefix.num_tokens, self.clock.now() - started)
+                if count == 1:   # the rate of one prefix: a preempted request's resume cost
+                    self.costs.observe_prefill(prefix.num_tokens, self.clock.now() - started)
                 run_together([robot.actions for robot in robots[:count]], tables, self.cache,
                              [-1] * count, [None] * count, [0.0] * count)
                 if run:  # the first is the cold one
@@ -208,12 +209,14 @@ class OxygenEngine(SharedCacheEngine):
             started = self.clock.now()
             tables = self.model.prefill_many(prefixes, self.cache)
             if tables is not None:
-                self.costs.observe_prefill(self.model.counters["prefix_tokens_computed"] - computed,
-                                           self.clock.now() - started)
+                if len(prefixes) == 1:    # a batch's per-token rate is not one prefix's
+                    self.costs.observe_prefill(
+                        self.model.counters["prefix_tokens_computed"] - computed,
+                        self.clock.now() - started)
                 return tables
             victim = self.scheduler.victim()
             if victim is None:
-                raise RuntimeError("KV pool cannot hold the observation prefix")
+                raise RuntimeError("KV pool cannot hold the frame's observation prefixes")
             self.preempt(victim)
 
     def preempt(self, request: LanguageRequest) -> None:
