@@ -114,6 +114,14 @@ def test_train_demo_refuses_bad_input_before_training(tmp_path):
     assert not (tmp_path / "checkpoint").exists()
 
 
+def test_bench_model_refuses_counts_below_one_in_one_line():
+    for args, message in [(("--robots", "1", "0"), "--robots must be at least 1, not 0"),
+                          (("--batches", "0"), "--batches must be at least 1, not 0")]:
+        result = run_cli("bench-model", "--preset", "tiny", *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["replay", "--help"], ["bench", "--help"]])
 def test_help_loads_neither_torch_nor_rclpy(argv):
     """The command line imports the model and ROS only inside the handler that needs them:

@@ -42,6 +42,10 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
     from oxygen_ros.bench import model as benchmark
     from oxygen_ros.engine.threads import apply_torch_threads
 
+    refused = at_least("bench-model", [("--batches", min(args.batches), 1),
+                                       ("--robots", min(args.robots, default=1), 1)])
+    if refused:
+        return refused
     threads = apply_torch_threads(args.threads)
     print(f"torch threads: {threads} (the inference node's choice unless --threads)")
     results = [benchmark.run(args.preset, args.device, dtype, batches=tuple(args.batches),
@@ -230,7 +234,8 @@ def add_commands(sub) -> None:
     bench_model.add_argument("--robots", type=int, nargs="+", default=[],
                              help="robots served in one frame: each count's chunks from new "
                                   "observations, one batched prefill and denoising, e.g. 1 4 "
-                                  "(the fleet server's action path for 4 ÷ 1; default none)")
+                                  "(the fleet server's action path for 4 ÷ 1; default none); "
+                                  "with --cuda-graphs the graphs replay batches of one only")
     bench_model.add_argument("--decode-tokens", type=int, default=32,
                              help="decode steps per timed repeat (default 32)")
     bench_model.add_argument("--repeats", type=int, default=5, help="timed repeats (median)")
