@@ -249,7 +249,7 @@ def test_each_robot_has_its_own_memory_windows(tiny_model):
             assert summary.window_end - summary.window_start >= 0.5
         assert mine[0].window_start - start == pytest.approx(0.0 if robot == "a" else 0.3,
                                                              abs=1 / 30 + 1e-9)
-        # a summary counts (and its prompt numbers) the robot's own frames, not the fleet's
+        # a summary counts the robot's own frames (its prompt numbers them), not the fleet's
         served = [s for s in stamps[robot] if s <= round(mine[-1].window_end - start, 6)]
         assert sum(summary.frames for summary in mine) == len(served)
 

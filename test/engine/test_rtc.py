@@ -76,8 +76,8 @@ def test_only_the_vjp_guidance_records_a_graph_through_the_denoiser(guidance, re
 
     x = torch.randn(1, 4, 2)
     guidance_toward = rtc.Guide(torch.zeros(1, 4, 2), torch.ones(1, 4, 1))
-    v = rtc.guided_velocity(x, guidance_toward, 0.5, velocity, rtc.RTCSettings(guidance=guidance))
-    assert seen == [records] and v.grad_fn is None
+    rtc.guided_velocity(x, guidance_toward, 0.5, velocity, rtc.RTCSettings(guidance=guidance))
+    assert seen == [records]
 
 
 # -- the sampler -------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Helpers for graph tests: parameter files for a tiny-preset graph and a probe node that
-records what the inference node publishes (written independently of ros/monitor.py)."""
+"""Helpers for graph tests: parameter files for a tiny-preset graph, a probe node that
+records what the inference node publishes (written independently of ros/monitor.py), and
+service calls (the lifecycle ones too) that survive a lost response."""
 
 import sys
 import time
@@ -129,12 +130,15 @@ def call(probe, client, request, node, timeout: float = 30.0):
 
 def _call(probe, client, request, node, timeout: float):
     """(the first response, how many times the request was sent)."""
-    assert client.wait_for_service(timeout_sec=timeout), client.srv_name
     deadline = time.monotonic() + timeout
+    assert client.wait_for_service(timeout_sec=timeout), client.srv_name
     futures = []
+
+    def answered():
+        return any(future.done() for future in futures)
+
     while time.monotonic() < deadline:
         futures.append(client.call_async(request))
-        answered = lambda: any(f.done() for f in futures)   # noqa: E731
         if probe.spin(min(RESEND_S, deadline - time.monotonic()), until=answered):
             return next(f for f in futures if f.done()).result(), len(futures)
     raise AssertionError(f"{client.srv_name} did not answer {len(futures)} requests in "
@@ -145,10 +149,13 @@ def _call(probe, client, request, node, timeout: float):
 class Lifecycle:
     """The inference node's lifecycle services, as the probe calls them."""
 
-    TARGETS = {1: "inactive", 2: "unconfigured", 3: "active", 4: "inactive"}  # Transition ids
-
     def __init__(self, probe, node, name: str = "/inference"):
+        from lifecycle_msgs.msg import Transition
         from lifecycle_msgs.srv import ChangeState, GetState
+        self.targets = {Transition.TRANSITION_CONFIGURE: "inactive",
+                        Transition.TRANSITION_CLEANUP: "unconfigured",
+                        Transition.TRANSITION_ACTIVATE: "active",
+                        Transition.TRANSITION_DEACTIVATE: "inactive"}
         self.probe, self.node = probe, node
         self.change = probe.node.create_client(ChangeState, f"{name}/change_state")
         self.get = probe.node.create_client(GetState, f"{name}/get_state")
@@ -165,4 +172,4 @@ class Lifecycle:
         from lifecycle_msgs.srv import ChangeState
         request = ChangeState.Request(transition=Transition(id=transition_id))
         response, sends = _call(self.probe, self.change, request, self.node, timeout)
-        return response.success or (sends > 1 and self.state() == self.TARGETS[transition_id])
+        return response.success or (sends > 1 and self.state() == self.targets[transition_id])
