@@ -237,6 +237,12 @@ def _short(result: ModelBenchResult) -> str:
                                                                     else "")
 
 
+def _compared(label: str, results: list[ModelBenchResult], value, cell: str) -> str:
+    """A row: each run's value (formatted by `cell`), then each later run's ÷ the first's."""
+    row = f"  {label:36}" + "".join(f"{cell.format(value(r)):>18}" for r in results)
+    return row + "".join(f"{value(r) / value(results[0]):11.2f}" for r in results[1:])
+
+
 def report(results: "ModelBenchResult | list[ModelBenchResult]") -> str:
     """One column per run (side by side), then each later run's times ÷ the first's
     (bf16/fp32, fp32c/fp32: c is compiled)."""
@@ -254,20 +260,14 @@ def report(results: "ModelBenchResult | list[ModelBenchResult]") -> str:
                             for r in later)
         lines.append(line)
     for batch in first.decode_tokens_per_s:
-        line = f"  {f'decode batch {batch:3d}':36}" + "".join(
-            f"{f'{r.decode_step_ms[batch]:.2f} ms/step':>18}" for r in results)
-        line += "".join(f"{r.decode_step_ms[batch] / first.decode_step_ms[batch]:11.2f}"
-                        for r in later)
-        lines.append(line)
+        lines.append(_compared(f"decode batch {batch:3d}", results,
+                               lambda r: r.decode_step_ms[batch], "{:.2f} ms/step"))
         lines.append(f"  {'':36}" + "".join(
             f"{f'{r.decode_tokens_per_s[batch]:.1f} tokens/s':>18}" for r in results))
     fewest = min(first.robots_chunk_ms, default=None)
     for count in first.robots_chunk_ms:
-        line = f"  {f'action chunks, {count} robots a frame':36}" + "".join(
-            f"{f'{r.robots_chunk_ms[count]:.1f} ms':>18}" for r in results)
-        line += "".join(f"{r.robots_chunk_ms[count] / first.robots_chunk_ms[count]:11.2f}"
-                        for r in later)
-        lines.append(line)
+        lines.append(_compared(f"action chunks, {count} robots a frame", results,
+                               lambda r: r.robots_chunk_ms[count], "{:.1f} ms"))
         if count != fewest:
             lines.append(f"  {f'  ÷ {fewest} robot(s) a frame':36}" + "".join(
                 f"{r.robots_chunk_ms[count] / r.robots_chunk_ms[fewest]:16.2f} x"
