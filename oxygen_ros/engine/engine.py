@@ -146,7 +146,8 @@ class EngineCore:
     def _take_in(self, new: NewDialogue) -> None:
         """A new dialogue request waits to attach, or ends at once: queue_full when its
         robot has max_pending_requests already (each robot its own limit, so one robot's
-        burst cannot starve another), robot_refused when admission refused the robot."""
+        burst cannot starve another), robot_refused when admission refused the robot (or shed
+        it at run time)."""
         request = self.dialogue.request(new.request_id, new.text, new.arrival, new.max_tokens,
                                         new.robot)
         self.counters["dialogue_requests"] += 1

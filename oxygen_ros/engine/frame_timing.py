@@ -89,10 +89,12 @@ class FrameTiming:
         self.ages: deque = deque(maxlen=window)
         self.language: deque = deque(maxlen=window)      # language seconds after a chunk
         self.plan_stamp: Optional[float] = None          # stamp of the plan in force
+        self.observed = 0                                # action paths ever observed
 
     # -- measurements --------------------------------------------------------------------
     def observe_action_path(self, seconds: float) -> None:
         self.action_path.append(seconds)
+        self.observed += 1
 
     def observe_age(self, seconds: float) -> None:
         self.ages.append(max(0.0, seconds))
@@ -147,12 +149,15 @@ class FrameTiming:
         return max(next_start, start_by)
 
     # -- what the machine can do --------------------------------------------------------------
-    def capacity(self) -> Optional[Capacity]:
-        """Steady-state prediction from the measurements so far (None without any)."""
-        if self.period is None or not self.action_path:
+    def capacity(self, last: Optional[int] = None, scale: float = 1.0) -> Optional[Capacity]:
+        """Steady-state prediction from the measurements so far (None without any): from
+        the newest `last` action paths only (default the whole window), each times
+        `scale` (what a heavier frame would cost)."""
+        paths = [seconds * scale for seconds in list(self.action_path)[-(last or 0):]]
+        if self.period is None or not paths:
             return None
-        latency = percentile(self.action_path, 50)
-        p95 = self.action_path_p95()
+        latency = percentile(paths, 50)
+        p95 = percentile(paths, 95)
         age = percentile(self.ages, 50) if self.ages else 0.0
         longest = self.horizon_s - self.blend_s - self.margin_s - p95 - age  # JIT bound
         # language after a chunk: what it used so far within its floor (before any

@@ -7,9 +7,16 @@ advance every running request — whatever robot and frame it started on — by 
 tokens in batched decode steps.
 
 Actions never wait for language; language never starves: whatever the estimates say,
-every frame feeds one piece of the oldest prompt and takes one batched decode step."""
+every frame feeds one piece of the oldest prompt and takes one batched decode step.
+
+Admission is kept at run time: when the served robots' own action paths say their plans can
+no longer be kept fed (a busier machine than at start-up), the last robot in list order is
+shed, with the numbers; a refused robot joins again once every served robot's recent paths,
+scaled by the calibrated cost of one robot more, keep their targets."""
 
 import math
+import statistics
+from collections import Counter
 from typing import Optional, Sequence
 
 import numpy as np
@@ -24,6 +31,10 @@ from oxygen_ros.engine.shared_cache import SharedCacheEngine
 from oxygen_ros.model.prefix import Prefix, build_prefix
 
 PROMPT_PIECE = 64   # tokens of a prompt a frame's guaranteed minimum feeds
+SHED_AFTER = 8      # a served robot's action paths since the last admission change that judge
+#                     shedding (a few frames: held commands are what shedding prevents)
+READMIT_AFTER = 32  # ... that judge a refused robot's return (doubled each time it was shed,
+#                     so that a load that comes and goes does not flap)
 
 
 class OxygenEngine(SharedCacheEngine):
@@ -33,6 +44,8 @@ class OxygenEngine(SharedCacheEngine):
     def __init__(self, model, config, calibrate: bool = True, **kwargs):
         super().__init__(model, config, **kwargs)
         self.fleet_paths: dict[int, list[float]] = {}   # robots in a frame -> action paths
+        self.admission_marks: dict[str, int] = {}      # robot -> its paths at the last change
+        self.sheds: Counter = Counter()                # robot -> times shed at run time
         if model.device.type == "cuda":
             self._speed_up()
         if calibrate:
@@ -98,6 +111,7 @@ class OxygenEngine(SharedCacheEngine):
         for robot in robots:     # the served are served together: their action path
             for seconds in self.fleet_paths[len(served)]:
                 robot.timing.observe_action_path(seconds)
+        self.mark_admission()
 
     def fleet_capacity(self, count: int) -> Optional[Capacity]:
         """What the first `count` robots would get, served in one frame each period, from
@@ -126,6 +140,62 @@ class OxygenEngine(SharedCacheEngine):
                     f"refused: {count} robots would miss their targets ({capacity.describe()}); "
                     f"{count - 1} are served ({served.describe() if served else 'unmeasured'})")
             return
+
+    def mark_admission(self) -> None:
+        """The served robots changed: judge from the action paths measured from now on."""
+        self.admission_marks = {name: robot.timing.observed
+                                for name, robot in self.robots.items()}
+
+    def review_admission(self) -> None:
+        """Admission at run time, after a frame. Of the served robots whose actions run,
+        one whose newest SHED_AFTER paths say its plan cannot be kept fed sheds the last of
+        them in list order (with more than one running); else, when every running robot
+        has READMIT_AFTER (x 2 per shed) new paths and those paths, scaled by the
+        calibrated action path of one robot more, keep each at its targets, the first
+        refused robot joins."""
+        if not self.config.admission:
+            return
+        running = [robot for robot in self.robots.values()
+                   if not robot.refused and robot.timing.plan_stamp is not None]
+        new = {robot.name: robot.timing.observed - self.admission_marks.get(robot.name, 0)
+               for robot in running}
+        if len(running) > 1:
+            for robot in running:
+                if new[robot.name] < SHED_AFTER:
+                    continue
+                capacity = robot.timing.capacity(last=SHED_AFTER)
+                if capacity is not None and not capacity.plan_fed:
+                    self.shed(running[-1], len(running), robot.name, capacity)
+                    return
+        refused = [robot for robot in self.robots.values() if robot.refused]
+        count = len(self.robots) - len(refused)
+        if not refused or not running or count + 1 not in self.fleet_paths:
+            return
+        joining = refused[0]
+        needed = READMIT_AFTER * 2 ** self.sheds[joining.name]
+        if min(new.values()) < needed:
+            return
+        scale = (statistics.median(self.fleet_paths[count + 1])
+                 / statistics.median(self.fleet_paths[count]))
+        predicted = [robot.timing.capacity(last=needed, scale=scale) for robot in running]
+        if all(capacity is not None and capacity.meets_targets for capacity in predicted):
+            joining.refused = ""
+            self.counters["robots_readmitted"] += 1
+            self.mark_admission()
+
+    def shed(self, robot: Robot, running: int, judged: str, capacity) -> None:
+        """Stop serving `robot`: its requests end robot_refused, its newest prefix is
+        unpinned; its reason says with what numbers."""
+        robot.refused = (f"shed at run time: with {running} robots running, robot "
+                         f"{judged}'s plan could not be kept fed "
+                         f"({capacity.describe()}); {running - 1} are served")
+        self.counters["robots_shed"] += 1
+        self.sheds[robot.name] += 1
+        for request in (*self.scheduler.running, *self.scheduler.waiting):
+            if request.robot == robot.name:
+                self._finish(request, "robot_refused")
+        self.release_newest(robot)
+        self.mark_admission()
 
     @property
     def newest(self) -> Optional[tuple[PageTable, Prefix, int]]:
@@ -156,6 +226,7 @@ class OxygenEngine(SharedCacheEngine):
         self.language(self.language_until(served, start, actions_done))
         for share in served:
             share.robot.timing.observe_language(self.clock.now() - actions_done)
+        self.review_admission()
         return chunks
 
     def language_until(self, served: Sequence[Served], start: float,

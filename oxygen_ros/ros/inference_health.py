@@ -128,4 +128,6 @@ def engine_values(engine) -> dict:
         "language_tokens": engine.counters["tokens"],
         "preemptions": engine.counters["preemptions"],
         "throttled_frames": engine.counters["throttled_frames"],
+        "robots_shed": engine.counters["robots_shed"],            # admission at run time
+        "robots_readmitted": engine.counters["robots_readmitted"],
     }

@@ -83,8 +83,9 @@ class RobotPort:
             **control_settings))
         if self.control.refused:
             node.get_logger().warning(f"{self.label()}control loop: {self.control.scheduling}")
-        if self.robot.refused:
-            node.get_logger().error(f"{self.label()}{self.robot.refused}")
+        self.refusal = self.robot.refused        # as last logged
+        if self.refusal:
+            node.get_logger().error(f"{self.label()}{self.refusal}")
 
     def _create_entities(self, params) -> None:
         node, topic = self.node, lambda name: robot_topic(self.name, name)
@@ -234,6 +235,18 @@ class RobotPort:
         elif notice is not None:
             self.node.get_logger().warning(self.label() + notice[1])
 
+    def report_admission(self) -> None:
+        """Log when run-time admission sheds this robot or serves it again."""
+        refused = self.robot.refused
+        if refused == self.refusal:
+            return
+        self.refusal = refused
+        if refused:
+            self.node.get_logger().error(self.label() + refused)
+        else:
+            self.node.get_logger().info(f"{self.label()}served again: the fleet's measured "
+                                        "action paths leave room for this robot")
+
     def served_twice(self) -> str:
         """Why this robot is also served by another server ("": it is not): two servers
         naming one robot publish its chunks twice, and both say so."""
@@ -263,6 +276,7 @@ class RobotPort:
             "refused": self.robot.refused,
         } | self.real_time_report(torch_threads) | self.health.values() | dict(self.counters)
         self.report_capacity()
+        self.report_admission()
         capacity = self.robot.timing.capacity()
         level, message = self.health.verdict(
             engine_running=engine_running, control_running=self.control.running(),

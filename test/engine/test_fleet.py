@@ -13,7 +13,7 @@ from engine_helpers import Events, TimedModel, config, stream
 
 from oxygen_ros.engine.clock import ManualClock
 from oxygen_ros.engine.frame_loop import FrameLoop
-from oxygen_ros.engine.oxygen import OxygenEngine
+from oxygen_ros.engine.oxygen import READMIT_AFTER, OxygenEngine
 from oxygen_ros.engine.request import LanguageRequest, Status
 from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.config import preset
@@ -199,6 +199,53 @@ def test_a_robot_the_capacity_cannot_serve_is_refused_with_the_numbers(tiny_mode
     assert {c.robot for c in events.chunks} == {"a", "b"}
     with pytest.raises(ValueError, match="'c' refused"):
         engine.serve([observations("c", 2)[0]])
+
+
+def test_a_machine_that_slows_at_run_time_sheds_the_last_robot_and_takes_it_back_later(
+        tiny_model):
+    # admitted on a quiet machine (3 robots: 80 ms of action path a frame, 2: 50 ms); then
+    # every action pass costs 4x (another job took the cores) until the load goes: 3 robots'
+    # plans (230 ms a frame) cannot be kept fed in a 0.4 s horizon, 2 robots' (140 ms) can
+    load = [1.0]
+    engine, clock, _ = fleet(tiny_model, ["a", "b", "c"], dialogue_max_tokens=400,
+                             actions=lambda batch: load[0] * (0.01 + 0.02 * (batch - 1)))
+    assert not any(robot.refused for robot in engine.robots.values())
+    events = Events(engine)
+
+    def feeds(seconds):
+        return {r: observations(r, i, count=int(seconds * 30) + 30) for i, r in enumerate("abc")}
+    drive(engine, clock, feeds(1.0), duration=1.0)
+    assert engine.counters["deadline_misses"] == 0 and engine.counters["robots_shed"] == 0
+    load[0] = 4.0
+    # c's long answer is running when the load comes
+    drive(engine, clock, feeds(2.0), duration=2.0, questions=[(0.0, "c", "a long story")])
+    reason = engine.robots["c"].refused
+    assert reason.startswith("shed at run time: with 3 robots running"), reason
+    assert "could not be kept fed" in reason and "2 are served" in reason
+    assert not engine.robots["a"].refused and not engine.robots["b"].refused
+    assert engine.counters["robots_shed"] == 1
+    assert [(t.robot, t.finish_reason) for t in events.texts if t.final] == [
+        ("c", "robot_refused")]
+    assert engine.robots["c"].newest is None        # its prefix pages are back in the pool
+    # still loaded: the two served keep their plans fed, c gets nothing
+    misses, shed_at = engine.counters["deadline_misses"], clock.now()
+    drive(engine, clock, feeds(3.0), duration=3.0)
+    assert engine.counters["deadline_misses"] == misses
+    after = [c for c in events.chunks if c.stamp >= shed_at]
+    assert {c.robot for c in after} == {"a", "b"}
+    assert engine.robots["c"].refused and engine.counters["robots_shed"] == 1
+    # the load goes: after twice READMIT_AFTER new frames each, c joins again
+    load[0] = 1.0
+    calm_at = clock.now()
+    drive(engine, clock, feeds(20.0), duration=20.0)
+    assert not engine.robots["c"].refused
+    assert engine.counters["robots_readmitted"] == 1 and engine.counters["robots_shed"] == 1
+    robots = [c.robot for c in events.chunks]
+    last_before = max(i for i, c in enumerate(events.chunks) if c.robot == "c" and
+                      c.stamp < shed_at)
+    returned = robots.index("c", last_before + 1)
+    assert robots[last_before + 1:returned].count("a") >= 2 * READMIT_AFTER
+    assert events.chunks[returned].stamp >= calm_at and robots[returned:].count("c") >= 8
 
 
 def test_with_admission_off_every_robot_is_served_and_plans_with_the_whole_fleets_path(
