@@ -149,11 +149,14 @@ class FrameTiming:
         return max(next_start, start_by)
 
     # -- what the machine can do --------------------------------------------------------------
-    def capacity(self, last: Optional[int] = None, scale: float = 1.0) -> Optional[Capacity]:
-        """Steady-state prediction from the measurements so far (None without any): from
-        the newest `last` action paths only (default the whole window), each times
-        `scale` (what a heavier frame would cost)."""
-        paths = [seconds * scale for seconds in list(self.action_path)[-(last or 0):]]
+    def recent_paths(self, count: int) -> list[float]:
+        """The newest `count` action paths (fewer if the window holds fewer)."""
+        return list(self.action_path)[-count:] if count > 0 else []
+
+    def capacity(self, paths: Optional[list[float]] = None) -> Optional[Capacity]:
+        """Steady-state prediction from the measurements so far (None without any), or
+        with these action paths in place of the window's."""
+        paths = list(self.action_path) if paths is None else paths
         if self.period is None or not paths:
             return None
         latency = percentile(paths, 50)

@@ -33,8 +33,9 @@ from oxygen_ros.model.prefix import Prefix, build_prefix
 PROMPT_PIECE = 64   # tokens of a prompt a frame's guaranteed minimum feeds
 SHED_AFTER = 8      # a served robot's action paths since the last admission change that judge
 #                     shedding (a few frames: held commands are what shedding prevents)
-READMIT_AFTER = 32  # ... that judge a refused robot's return (doubled each time it was shed,
-#                     so that a load that comes and goes does not flap)
+READMIT_AFTER = 32  # frames in a row whose paths leave room before a refused robot is served
+#                     (doubled each time it was shed, so that a load that comes and goes
+#                     does not flap)
 
 
 class OxygenEngine(SharedCacheEngine):
@@ -45,6 +46,7 @@ class OxygenEngine(SharedCacheEngine):
         super().__init__(model, config, **kwargs)
         self.fleet_paths: dict[int, list[float]] = {}   # robots in a frame -> action paths
         self.admission_marks: dict[str, int] = {}      # robot -> its paths at the last change
+        self.room_frames = 0           # frames in a row whose paths left room for one more
         self.sheds: Counter = Counter()                # robot -> times shed at run time
         if model.device.type == "cuda":
             self._speed_up()
@@ -145,14 +147,16 @@ class OxygenEngine(SharedCacheEngine):
         """The served robots changed: judge from the action paths measured from now on."""
         self.admission_marks = {name: robot.timing.observed
                                 for name, robot in self.robots.items()}
+        self.room_frames = 0
 
     def review_admission(self) -> None:
-        """Admission at run time, after a frame. Of the served robots whose actions run,
-        one whose newest SHED_AFTER paths say its plan cannot be kept fed sheds the last of
-        them in list order (with more than one running); else, when every running robot
-        has READMIT_AFTER (x 2 per shed) new paths and those paths, scaled by the
-        calibrated action path of one robot more, keep each at its targets, the first
-        refused robot joins."""
+        """Admission at run time, after a frame. If the newest SHED_AFTER paths of a served
+        robot whose actions run, less the slowest (one stall sheds nobody), say its plan
+        cannot be kept fed, the last running robot in list order is shed (while more than
+        one runs). Else the first refused robot — shed, or refused at start-up — is served
+        once, for READMIT_AFTER frames in a row (x 2 for each time it was shed, at most
+        x 8), every running robot's paths since the last change, scaled by the calibrated
+        action path of one robot more, have kept it at its targets."""
         if not self.config.admission:
             return
         running = [robot for robot in self.robots.values()
@@ -163,29 +167,36 @@ class OxygenEngine(SharedCacheEngine):
             for robot in running:
                 if new[robot.name] < SHED_AFTER:
                     continue
-                capacity = robot.timing.capacity(last=SHED_AFTER)
+                paths = sorted(robot.timing.recent_paths(SHED_AFTER))[:-1]
+                capacity = robot.timing.capacity(paths)
                 if capacity is not None and not capacity.plan_fed:
                     self.shed(running[-1], len(running), robot.name, capacity)
                     return
         refused = [robot for robot in self.robots.values() if robot.refused]
-        count = len(self.robots) - len(refused)
-        if not refused or not running or count + 1 not in self.fleet_paths:
+        if not refused or not running or min(new.values()) < SHED_AFTER:
             return
+        now, more = (statistics.median(self.fleet_paths.get(count) or [0.0])
+                     for count in (len(running), len(running) + 1))
+        if not now or not more:
+            return                          # not calibrated for these counts
+        predicted = {robot.name: [seconds * more / now for seconds in
+                                  robot.timing.recent_paths(new[robot.name])]
+                     for robot in running}
+        capacities = [robot.timing.capacity(predicted[robot.name]) for robot in running]
+        room = all(capacity is not None and capacity.meets_targets for capacity in capacities)
+        self.room_frames = self.room_frames + 1 if room else 0
         joining = refused[0]
-        needed = READMIT_AFTER * 2 ** self.sheds[joining.name]
-        if min(new.values()) < needed:
-            return
-        scale = (statistics.median(self.fleet_paths[count + 1])
-                 / statistics.median(self.fleet_paths[count]))
-        predicted = [robot.timing.capacity(last=needed, scale=scale) for robot in running]
-        if all(capacity is not None and capacity.meets_targets for capacity in predicted):
+        if self.room_frames >= READMIT_AFTER * 2 ** min(self.sheds[joining.name], 3):
             joining.refused = ""
+            joining.timing.action_path.clear()   # its paths before the shed say nothing now
+            for seconds in predicted[running[0].name]:
+                joining.timing.observe_action_path(seconds)
             self.counters["robots_readmitted"] += 1
             self.mark_admission()
 
     def shed(self, robot: Robot, running: int, judged: str, capacity) -> None:
-        """Stop serving `robot`: its requests end robot_refused, its newest prefix is
-        unpinned; its reason says with what numbers."""
+        """Stop serving `robot`: its requests end robot_refused (a memory window in flight
+        is abandoned), its newest prefix is unpinned; its reason says with what numbers."""
         robot.refused = (f"shed at run time: with {running} robots running, robot "
                          f"{judged}'s plan could not be kept fed "
                          f"({capacity.describe()}); {running - 1} are served")
@@ -248,7 +259,7 @@ class OxygenEngine(SharedCacheEngine):
         self._drain_inbox()
         self._expire()
         for robot in self.robots.values():
-            memory = robot.memory.due(self.clock.now())
+            memory = None if robot.refused else robot.memory.due(self.clock.now())
             if memory is not None:
                 self.scheduler.submit(memory)
         if until is None:
@@ -261,7 +272,8 @@ class OxygenEngine(SharedCacheEngine):
 
     def has_language_work(self) -> bool:
         return (bool(len(self.scheduler)) or len(self._inbox) > 0
-                or any(robot.memory.is_due() for robot in self.robots.values()))
+                or any(robot.memory.is_due() for robot in self.robots.values()
+                       if not robot.refused))
 
     def release_newest(self, robot: Optional[Robot] = None) -> None:
         """Unpin a robot's newest prefix, or every robot's (requests forked from one keep

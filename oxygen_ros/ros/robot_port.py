@@ -236,7 +236,8 @@ class RobotPort:
             self.node.get_logger().warning(self.label() + notice[1])
 
     def report_admission(self) -> None:
-        """Log when run-time admission sheds this robot or serves it again."""
+        """Log when run-time admission sheds this robot, or serves it (again, or after a
+        refusal at start-up)."""
         refused = self.robot.refused
         if refused == self.refusal:
             return
@@ -244,7 +245,7 @@ class RobotPort:
         if refused:
             self.node.get_logger().error(self.label() + refused)
         else:
-            self.node.get_logger().info(f"{self.label()}served again: the fleet's measured "
+            self.node.get_logger().info(f"{self.label()}now served: the fleet's measured "
                                         "action paths leave room for this robot")
 
     def served_twice(self) -> str:
