@@ -199,7 +199,9 @@ def add_commands(sub) -> None:
     demo.add_argument("--seed", type=int, default=0,
                       help="the tabletop world of the demo bag (default 0)")
     demo.add_argument("--duration", type=float, default=12.0,
-                      help="length of the demo bag in seconds (default 12)")
+                      help="length of the demo bag in seconds (default 12: the episodes "
+                           "the demo model was trained on; after 12 s its memory summaries "
+                           "are outside what it learned)")
     demo.add_argument("--robots", type=int, default=1,
                       help="robots served by the one inference process (default 1): robot_i "
                            "replays world seed+i under /robot_i/ through its own camera_ingest; "
