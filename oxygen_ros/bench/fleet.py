@@ -21,7 +21,7 @@ HELD_TARGET = 0.02
 PER_ROBOT = ("commands_hz", "fresh_commands_hz", "held_command_fraction", "deadline_misses", "chunk_latency_ms_p50",
              "chunk_latency_ms_max", "chunk_age_ms", "action_path_ms_p95", "dialogue_answers",
              "dialogue_requests", "answer_accuracy", "memory_accuracy", "action_error",
-             "refused", "camera_killed")
+             "refused", "times_shed", "camera_killed")
 
 
 @dataclass
@@ -143,6 +143,7 @@ def _worst(run: FleetRun, key: str, pick=max) -> float:
 
 def line(run: FleetRun) -> str:
     refused = sum(bool(r["refused"]) for r in run.per_robot.values())
+    shed = sum(r.get("times_shed") or 0 for r in run.per_robot.values())
     answers = sum(r["dialogue_answers"] for r in run.per_robot.values())
     requests = sum(r["dialogue_requests"] or 0 for r in run.per_robot.values())
     killed = (f", camera of robot_{run.robots - 1} killed at {run.camera_killed_at_s:g} s"
@@ -150,7 +151,7 @@ def line(run: FleetRun) -> str:
     return (f"{run.mode:>8} N={run.robots}{killed}: commands ≥ {_worst(run, 'commands_hz', min):5.1f} Hz,"
             f" held ≤ {_worst(run, 'held_command_fraction'):.3f}, misses "
             f"{sum(r['deadline_misses'] or 0 for r in run.per_robot.values())}, refused "
-            f"{refused}, answers {answers}/{requests}, chunk latency p50 "
+            f"{refused}, shed {shed}, answers {answers}/{requests}, chunk latency p50 "
             f"{_mean(run, 'chunk_latency_ms_p50'):.0f} ms, action path p95 "
             f"{_mean(run, 'action_path_ms_p95'):.0f} ms, tokens/s {run.tokens_per_s:.0f}, "
             f"KV peak {run.kv_bytes_peak / 2**20:.1f} MiB, RSS {run.rss_bytes / 2**20:.0f} MiB"

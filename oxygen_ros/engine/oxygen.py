@@ -16,7 +16,6 @@ scaled by the calibrated cost of one robot more, keep their targets."""
 
 import math
 import statistics
-from collections import Counter
 from typing import Optional, Sequence
 
 import numpy as np
@@ -47,7 +46,6 @@ class OxygenEngine(SharedCacheEngine):
         self.fleet_paths: dict[int, list[float]] = {}   # robots in a frame -> action paths
         self.admission_marks: dict[str, int] = {}      # robot -> its paths at the last change
         self.room_frames = 0           # frames in a row whose paths left room for one more
-        self.sheds: Counter = Counter()                # robot -> times shed at run time
         if model.device.type == "cuda":
             self._speed_up()
         if calibrate:
@@ -186,7 +184,7 @@ class OxygenEngine(SharedCacheEngine):
         room = all(capacity is not None and capacity.meets_targets for capacity in capacities)
         self.room_frames = self.room_frames + 1 if room else 0
         joining = refused[0]
-        if self.room_frames >= READMIT_AFTER * 2 ** min(self.sheds[joining.name], 3):
+        if self.room_frames >= READMIT_AFTER * 2 ** min(joining.times_shed, 3):
             joining.refused = ""
             joining.timing.action_path.clear()   # its paths before the shed say nothing now
             for seconds in predicted[running[0].name]:
@@ -201,7 +199,7 @@ class OxygenEngine(SharedCacheEngine):
                          f"{judged}'s plan could not be kept fed "
                          f"({capacity.describe()}); {running - 1} are served")
         self.counters["robots_shed"] += 1
-        self.sheds[robot.name] += 1
+        robot.times_shed += 1
         for request in (*self.scheduler.running, *self.scheduler.waiting):
             if request.robot == robot.name:
                 self._finish(request, "robot_refused")

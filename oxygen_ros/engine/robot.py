@@ -22,6 +22,7 @@ class Robot:
     newest: Optional[tuple[PageTable, Prefix, int]] = None   # table, prefix, frame id
     next_frame_at: Optional[float] = None      # engine clock; None before its first frame
     refused: str = ""                          # why admission refused it ("": served)
+    times_shed: int = 0                        # by admission at run time
 
 
 def robot_names(robots) -> list[str]:

@@ -11,7 +11,7 @@ SUMMARY_FROM_DIAGNOSTICS = (
     "language_share", "chunk_age_ms", "language_floor", "language_tokens",
     "dialogue_requests", "timed_out_requests", "rejected_requests", "torch_threads",
     "kv_bytes_peak", "meets_targets", "chunk_switch", "rtc_chunks", "rtc_late_switches",
-    "refused")
+    "refused", "times_shed")
 
 
 def answered(monitor) -> bool:
@@ -80,13 +80,16 @@ def summary_line(summary: dict) -> str:
 def fleet_line(summaries: dict) -> str:
     """The fleet in one line: over the robots served (not refused, cameras alive), the
     slowest one's command rate and fresh-command rate, the worst held fraction, the misses;
-    answers and memory right over all robots; how many admission refused."""
+    answers and memory right over all robots; how many admission refused, and how many it
+    shed at run time (some perhaps served again)."""
     rows = list(summaries.values())
     served = [r for r in rows if not r.get("refused") and not r.get("camera_killed")] or rows
     killed = [name for name, r in summaries.items() if r.get("camera_killed")]
     fresh = [r["fresh_commands_hz"] for r in served if r.get("fresh_commands_hz") is not None]
     refused = sum(bool(r.get("refused")) for r in rows)
+    shed = sum(bool(r.get("times_shed")) for r in rows)
     line = (f"fleet: {len(rows)} robots ({refused} refused"
+            + (f", {shed} shed at run time" if shed else "")
             + "".join(f", {name}'s camera killed" for name in killed) + "), commands "
             f"{min(r['commands_hz'] for r in served):.1f} Hz or more"
             + (f" ({min(fresh):.1f} Hz fresh)" if fresh else "") + ", held fraction at most "

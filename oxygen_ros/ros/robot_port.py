@@ -275,6 +275,7 @@ class RobotPort:
             "ask_clients": self.dialogue.clients(),
             "watchdog": "stale" if self.control.stale else "ok",
             "refused": self.robot.refused,
+            "times_shed": self.robot.times_shed,
         } | self.real_time_report(torch_threads) | self.health.values() | dict(self.counters)
         self.report_capacity()
         self.report_admission()

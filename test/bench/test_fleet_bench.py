@@ -12,7 +12,7 @@ def robot(**changes) -> dict:
             "chunk_latency_ms_p50": 150.0, "chunk_latency_ms_max": 200.0, "chunk_age_ms": 150.0,
             "action_path_ms_p95": 160.0, "dialogue_answers": 3, "dialogue_requests": 3,
             "answer_accuracy": 1.0, "memory_accuracy": 1.0, "action_error": 0.1,
-            "refused": "", "camera_killed": False} | changes
+            "refused": "", "times_shed": 0, "camera_killed": False} | changes
 
 
 def test_each_target_is_needed():

@@ -224,7 +224,7 @@ def test_a_machine_that_slows_at_run_time_sheds_the_last_robot_and_takes_it_back
     assert reason.startswith("shed at run time: with 3 robots running"), reason
     assert "could not be kept fed" in reason and "2 are served" in reason
     assert not engine.robots["a"].refused and not engine.robots["b"].refused
-    assert engine.counters["robots_shed"] == 1
+    assert engine.counters["robots_shed"] == 1 and engine.robots["c"].times_shed == 1
     assert [(t.robot, t.finish_reason) for t in events.texts if t.final] == [
         ("c", "robot_refused")]
     assert engine.robots["c"].newest is None        # its prefix pages are back in the pool
