@@ -1,6 +1,9 @@
 """Ctrl-C in a shell (SIGINT to the whole process group, twice, as `ros2 launch` forwards
-it again) and SIGTERM stop the nodes cleanly while the engine is busy: exit 0 within
-3 s, no traceback, no abort, and the node leaves the graph."""
+it again) and SIGTERM stop the nodes cleanly while the engine is busy: exit 0 before
+`ros2 launch` would escalate (its sigterm_timeout, 5 s), no traceback, no abort, and the
+node leaves the graph. Alone here a stop takes about 1 s; it is CPU work (the frame in
+flight, the teardown of three processes), so on one loaded core it takes several times
+that."""
 
 import os
 import signal
@@ -13,6 +16,7 @@ BUSY = {"preset": "small", "camera_names": ["base", "left_wrist", "right_wrist"]
         "joint_names": [f"joint_{i}" for i in range(14)],
         "joint_lower_limits": [-1.0] * 14, "joint_upper_limits": [1.0] * 14,
         "frame_period_s": 0.05, "action_dt_s": 0.02, "blend_s": 0.1}   # frames back to back
+LAUNCH_SIGTERM_TIMEOUT_S = 5.0   # launch's ExecuteProcess default: SIGTERM after this long
 CAMERAS = ["/cameras/base/image_raw", "/cameras/left_wrist/image_raw",
            "/cameras/right_wrist/image_raw"]
 
@@ -54,7 +58,7 @@ def test_signals_stop_the_nodes_cleanly_while_the_engine_is_busy(processes, tmp_
             output = processes.finish(node, timeout=10)
             assert node.returncode == 0, output[-2000:]
             assert "Traceback" not in output and "terminate called" not in output, output[-2000:]
-        assert time.monotonic() - started < 3.0
+        assert time.monotonic() - started < LAUNCH_SIGTERM_TIMEOUT_S
         assert probe.spin(5.0, until=lambda: "inference" not in
                           probe.node.get_node_names()), "inference still in the graph"
     finally:
