@@ -10,8 +10,8 @@ Actions never wait for language; language never starves: whatever the estimates 
 every frame feeds one piece of the oldest prompt and takes one batched decode step.
 
 Admission is kept at run time: when the served robots' own action paths say their plans can
-no longer be kept fed (a busier machine than at start-up), the last robot in list order is
-shed, with the numbers; a refused robot joins again once every served robot's recent paths,
+no longer be kept fed (a busier machine than at start-up), the last robots in list order
+are shed, with the numbers; a refused robot joins again once every served robot's recent paths,
 scaled by the calibrated cost of one robot more, keep their targets."""
 
 import math
@@ -142,16 +142,18 @@ class OxygenEngine(SharedCacheEngine):
             return
 
     def mark_admission(self) -> None:
-        """The served robots changed: judge from the action paths measured from now on."""
+        """The served robots changed: judge from what is measured from now on."""
         self.admission_marks = {name: robot.timing.observed
                                 for name, robot in self.robots.items()}
         self.room_frames = 0
 
     def review_admission(self) -> None:
-        """Admission at run time, after a frame. If the newest SHED_AFTER paths of a served
-        robot whose actions run, less the slowest (one stall sheds nobody), say its plan
-        cannot be kept fed, the last running robot in list order is shed (while more than
-        one runs). Else the first refused robot — shed, or refused at start-up — is served
+        """Admission at run time, after a frame. A running robot (served, plan in force)
+        with SHED_AFTER paths since the last change is judged on the newest SHED_AFTER less
+        the slowest (one stall sheds nobody). If they say its plan cannot be kept fed, the
+        running robots are cut to the most (at least the first) whose calibrated action
+        path, in proportion to its newest path (the load now), would keep it fed; the rest
+        are shed. Else the first refused robot — shed, or refused at start-up — is served
         once, for READMIT_AFTER frames in a row (x 2 for each time it was shed, at most
         x 8), every running robot's paths since the last change, scaled by the calibrated
         action path of one robot more, have kept it at its targets."""
@@ -161,22 +163,23 @@ class OxygenEngine(SharedCacheEngine):
                    if not robot.refused and robot.timing.plan_stamp is not None]
         new = {robot.name: robot.timing.observed - self.admission_marks.get(robot.name, 0)
                for robot in running}
-        if len(running) > 1:
-            for robot in running:
-                if new[robot.name] < SHED_AFTER:
-                    continue
-                paths = sorted(robot.timing.recent_paths(SHED_AFTER))[:-1]
-                capacity = robot.timing.capacity(paths)
-                if capacity is not None and not capacity.plan_fed:
-                    self.shed(running[-1], len(running), robot.name, capacity)
-                    return
+        for robot in running:
+            if len(running) < 2 or new[robot.name] < SHED_AFTER:
+                continue
+            judged = sorted(robot.timing.recent_paths(SHED_AFTER))[:-1]
+            capacity = robot.timing.capacity(judged)
+            if capacity is not None and not capacity.plan_fed:
+                kept = self.robots_kept(running, robot, robot.timing.recent_paths(1))
+                for each in reversed(running[kept:]):
+                    self.shed(each, len(running), robot.name, capacity, kept)
+                self.mark_admission()
+                return
         refused = [robot for robot in self.robots.values() if robot.refused]
         if not refused or not running or min(new.values()) < SHED_AFTER:
             return
-        now, more = (statistics.median(self.fleet_paths.get(count) or [0.0])
-                     for count in (len(running), len(running) + 1))
+        now, more = self.calibrated(len(running)), self.calibrated(len(running) + 1)
         if not now or not more:
-            return                          # not calibrated for these counts
+            return
         predicted = {robot.name: [seconds * more / now for seconds in
                                   robot.timing.recent_paths(new[robot.name])]
                      for robot in running}
@@ -192,19 +195,34 @@ class OxygenEngine(SharedCacheEngine):
             self.counters["robots_readmitted"] += 1
             self.mark_admission()
 
-    def shed(self, robot: Robot, running: int, judged: str, capacity) -> None:
+    def calibrated(self, count: int) -> float:
+        """The calibrated action path of `count` robots in one frame (0: not measured)."""
+        return statistics.median(self.fleet_paths.get(count) or [0.0])
+
+    def robots_kept(self, running: Sequence[Robot], judged: Robot, paths) -> int:
+        """How many of the running robots to keep: the most (fewer than now, at least one)
+        for which these paths of `judged`'s, scaled by the calibrated path of that many
+        robots over that of all running, would keep its plan fed."""
+        now = self.calibrated(len(running))
+        for kept in range(len(running) - 1, 1, -1):
+            scale = self.calibrated(kept) / now if now else 1.0
+            capacity = judged.timing.capacity([seconds * scale for seconds in paths])
+            if not now or capacity is None or capacity.plan_fed:
+                return kept
+        return 1
+
+    def shed(self, robot: Robot, running: int, judged: str, capacity, kept: int) -> None:
         """Stop serving `robot`: its requests end robot_refused (a memory window in flight
         is abandoned), its newest prefix is unpinned; its reason says with what numbers."""
         robot.refused = (f"shed at run time: with {running} robots running, robot "
                          f"{judged}'s plan could not be kept fed "
-                         f"({capacity.describe()}); {running - 1} are served")
+                         f"({capacity.describe()}); {kept} are served")
         self.counters["robots_shed"] += 1
         robot.times_shed += 1
         for request in (*self.scheduler.running, *self.scheduler.waiting):
             if request.robot == robot.name:
                 self._finish(request, "robot_refused")
         self.release_newest(robot)
-        self.mark_admission()
 
     @property
     def newest(self) -> Optional[tuple[PageTable, Prefix, int]]:

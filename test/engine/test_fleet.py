@@ -254,6 +254,31 @@ def test_a_machine_that_slows_at_run_time_sheds_the_last_robot_and_takes_it_back
     assert robots[returned:].count("c") >= 8
 
 
+def test_a_load_that_only_one_robot_survives_sheds_the_other_three_at_once(tiny_model):
+    # 4 robots: 110 ms a frame, quiet; at 6x, even 2 robots' path (200 ms) starves the
+    # 0.4 s plan and one robot's (70 ms) does not
+    load = [1.0]
+    engine, clock, _ = fleet(tiny_model, list("abcd"),
+                             actions=lambda batch: load[0] * (0.01 + 0.02 * (batch - 1)))
+    assert not any(robot.refused for robot in engine.robots.values())
+    feeds = {r: observations(r, i, count=200) for i, r in enumerate("abcd")}
+    drive(engine, clock, feeds, duration=1.0)
+    load[0] = 6.0
+    events = Events(engine)
+    drive(engine, clock, feeds, duration=1.5)
+    assert [r.name for r in engine.robots.values() if r.refused] == ["b", "c", "d"]
+    assert [r.times_shed for r in engine.robots.values()] == [0, 1, 1, 1]
+    assert "1 are served" in engine.robots["d"].refused
+    # judged within a few loaded frames, and sized by the newest path: shed at once
+    assert sum(c.late for c in events.chunks if c.robot == "a") <= 3
+    assert engine.counters["robots_shed"] == 3
+    misses = engine.counters["deadline_misses"]
+    events = Events(engine)
+    drive(engine, clock, feeds, duration=3.0)
+    assert engine.counters["deadline_misses"] == misses
+    assert {c.robot for c in events.chunks} == {"a"} and len(events.chunks) >= 10
+
+
 def test_one_stalled_frame_sheds_nobody(tiny_model):
     calls = [0]
 
