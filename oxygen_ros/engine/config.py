@@ -68,7 +68,7 @@ class EngineConfig:
             "with finish_reason queue_full", range=(1, 1_000_000))
     admission: bool = parameter(
         True, "with several robots: serve as many as the start-up measurement says keep their "
-              "targets and refuse the rest with the numbers; at run time shed the last robot "
+              "targets and refuse the rest with the numbers; at run time shed the last robots "
               "when the served robots' plans can no longer be kept fed, and serve a refused one "
               "again when the measured paths leave room (false: serve every robot, each one's "
               "diagnostics WARN while its targets cannot be met)")
