@@ -216,7 +216,7 @@ class OxygenEngine(SharedCacheEngine):
         is abandoned), its newest prefix is unpinned; its reason says with what numbers."""
         robot.refused = (f"shed at run time: with {running} robots running, robot "
                          f"{judged}'s plan could not be kept fed "
-                         f"({capacity.describe()}); {kept} are served")
+                         f"({capacity.describe()}); {kept} of the {running} running are kept")
         self.counters["robots_shed"] += 1
         robot.times_shed += 1
         for request in (*self.scheduler.running, *self.scheduler.waiting):

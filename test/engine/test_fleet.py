@@ -222,7 +222,7 @@ def test_a_machine_that_slows_at_run_time_sheds_the_last_robot_and_takes_it_back
     drive(engine, clock, feeds(2.0), duration=2.0, questions=[(0.0, "c", "a long story")])
     reason = engine.robots["c"].refused
     assert reason.startswith("shed at run time: with 3 robots running"), reason
-    assert "could not be kept fed" in reason and "2 are served" in reason
+    assert "could not be kept fed" in reason and "2 of the 3 running are kept" in reason
     assert not engine.robots["a"].refused and not engine.robots["b"].refused
     assert engine.counters["robots_shed"] == 1 and engine.robots["c"].times_shed == 1
     assert [(t.robot, t.finish_reason) for t in events.texts if t.final] == [
@@ -268,7 +268,7 @@ def test_a_load_that_only_one_robot_survives_sheds_the_other_three_at_once(tiny_
     drive(engine, clock, feeds, duration=1.5)
     assert [r.name for r in engine.robots.values() if r.refused] == ["b", "c", "d"]
     assert [r.times_shed for r in engine.robots.values()] == [0, 1, 1, 1]
-    assert "1 are served" in engine.robots["d"].refused
+    assert "1 of the 4 running are kept" in engine.robots["d"].refused
     # judged within a few loaded frames, and sized by the newest path: shed at once
     assert sum(c.late for c in events.chunks if c.robot == "a") <= 3
     assert engine.counters["robots_shed"] == 3
