@@ -60,16 +60,25 @@ def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
 
     The query heads sharing a kv head are folded into the query axis, so K/V are read
     as they are instead of being copied once per query head."""
-    batch, tokens, num_heads, head_dim = q.shape
-    kv_heads = keys.shape[2]
-    group = num_heads // kv_heads
-    q = q.view(batch, tokens, kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
-    q = q.reshape(batch, kv_heads, group * tokens, head_dim)
+    batch, tokens, num_heads, _ = q.shape
+    group = num_heads // keys.shape[2]
     if not torch.compiler.is_compiling() and bool(mask.all()):
         attn_mask = None   # everything visible (action tokens, bidirectional prefixes)
     else:
         mask = mask[:, None, None].expand(batch, 1, group, tokens, mask.shape[-1])
         attn_mask = mask.reshape(batch, 1, group * tokens, -1)
+    return folded_attention(q, keys, values, attn_mask, scale)
+
+
+def folded_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                     attn_mask: Optional[torch.Tensor], scale: float) -> torch.Tensor:
+    """grouped_attention with the mask already over the folded query axis: attn_mask
+    [B, 1, group * T or 1, L] (bool, or additive in q's dtype) or None (all visible)."""
+    batch, tokens, num_heads, head_dim = q.shape
+    kv_heads = keys.shape[2]
+    group = num_heads // kv_heads
+    q = q.view(batch, tokens, kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
+    q = q.reshape(batch, kv_heads, group * tokens, head_dim)
     out = F.scaled_dot_product_attention(
         q, keys.transpose(1, 2), values.transpose(1, 2), attn_mask=attn_mask, scale=scale)
     out = out.view(batch, kv_heads, group, tokens, head_dim).permute(0, 3, 1, 2, 4)

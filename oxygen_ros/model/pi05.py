@@ -29,6 +29,7 @@ from torch import nn
 from oxygen_ros.cache.attention import decode_attention, suffix_attention
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.cache.page_table import PageTable
+from oxygen_ros.cache.dense_suffix import DenseSuffix
 from oxygen_ros.cache.paged_attention import paged_attention
 from oxygen_ros.model.config import ModelConfig
 from oxygen_ros.model.gemma import Gemma, rope, rope_tables
@@ -253,12 +254,18 @@ class Pi05Model(PrefillPasses, nn.Module):
         prefix_lens = inputs.prefix_lens
         positions = prefix_lens[:, None] + torch.arange(horizon, device=self.device)[None]
         scratch = cache.actions
+        if (self.device.type == "cpu" and inputs.dense is None
+                and not torch.compiler.is_compiling() and not torch.is_grad_enabled()):
+            inputs.dense = DenseSuffix(cache.pool.k, cache.pool.v, inputs.block_tables,
+                                       prefix_lens, horizon, self.scale)
 
         def attend(layer, q, k, v):
             if torch.is_grad_enabled():   # Real-Time Chunking's vector-Jacobian product
                 return paged_attention(q, cache.pool.k[layer], cache.pool.v[layer],
                                        inputs.block_tables, prefix_lens, self.scale,
                                        extra_k=k, extra_v=v)
+            if inputs.dense is not None and not torch.compiler.is_compiling():
+                return inputs.dense.attend(layer, q, k, v)
             scratch.k[layer, :batch] = k
             scratch.v[layer, :batch] = v
             return suffix_attention(q, cache.pool.k[layer], cache.pool.v[layer],
@@ -308,6 +315,7 @@ class DecodeInputs:
 class ActionInputs:
     prefix_lens: torch.Tensor     # [B]
     block_tables: torch.Tensor    # [B, pages] int32
+    dense: Optional[DenseSuffix] = None   # CPU, eager: the prefixes gathered once a chunk
 
 
 def _compiled(method):
