@@ -3,7 +3,9 @@
 Each denoise step recomputes the H action tokens' keys and values (the actions change
 every step), and no later step or task reads them; so one step's worth per layer is
 enough. The buffer is allocated once at start-up and overwritten every step: motor work
-never allocates and can never fail for lack of pages. Keeping every step's K/V (H x steps
+never takes pages and can never fail for lack of them. (On the eager CPU path the action
+K/V go into the chunk's DenseSuffix instead, beside its gathered prefixes:
+dense_suffix.py.) Keeping every step's K/V (H x steps
 tokens) would cost num_denoise_steps times more memory and buy nothing.
 """
 
