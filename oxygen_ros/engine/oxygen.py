@@ -9,35 +9,26 @@ tokens in batched decode steps.
 Actions never wait for language; language never starves: whatever the estimates say,
 every frame feeds one piece of the oldest prompt and takes one batched decode step.
 
-Admission is kept at run time: when the served robots' own action paths say their plans can
-no longer be kept fed (a busier machine than at start-up), the last robots in list order
-are shed, with the numbers; a refused robot joins again once every served robot's recent paths,
-scaled by the calibrated cost of one robot more, keep their targets."""
+Which robots are served — at start-up and at run time — is RunTimeAdmission's (admission.py)."""
 
 import math
-import statistics
 from typing import Optional, Sequence
 
 import numpy as np
 
 from oxygen_ros.cache.page_table import PageTable
 from oxygen_ros.engine.action_task import run_together
+from oxygen_ros.engine.admission import RunTimeAdmission
 from oxygen_ros.engine.engine import Served
-from oxygen_ros.engine.frame_timing import Capacity, FrameTiming
 from oxygen_ros.engine.request import LanguageRequest, Status
 from oxygen_ros.engine.robot import Robot
 from oxygen_ros.engine.shared_cache import SharedCacheEngine
 from oxygen_ros.model.prefix import Prefix, build_prefix
 
 PROMPT_PIECE = 64   # tokens of a prompt a frame's guaranteed minimum feeds
-SHED_AFTER = 8      # a served robot's action paths since the last admission change that judge
-#                     shedding (a few frames: held commands are what shedding prevents)
-READMIT_AFTER = 32  # frames in a row whose paths leave room before a refused robot is served
-#                     (doubled each time it was shed, so that a load that comes and goes
-#                     does not flap)
 
 
-class OxygenEngine(SharedCacheEngine):
+class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
     mode = "oxygen"
     serves_fleets = True
 
@@ -112,117 +103,6 @@ class OxygenEngine(SharedCacheEngine):
             for seconds in self.fleet_paths[len(served)]:
                 robot.timing.observe_action_path(seconds)
         self.mark_admission()
-
-    def fleet_capacity(self, count: int) -> Optional[Capacity]:
-        """What the first `count` robots would get, served in one frame each period, from
-        the calibrated action path of that many (None before calibration)."""
-        samples = self.fleet_paths.get(count)
-        if not samples:
-            return None
-        timing = FrameTiming(self.config, self.model.config.action_horizon)
-        for seconds in samples:
-            timing.observe_action_path(seconds)
-        return timing.capacity()
-
-    def admit(self) -> None:
-        """Serve the robots in list order while the measured capacity keeps every served
-        robot at its targets; refuse the rest, saying with what numbers. The first robot is
-        always served (as a single robot is: its diagnostics say when it misses targets).
-        With admission off every robot is served."""
-        names = list(self.robots) if self.config.admission else []
-        for count in range(2, len(names) + 1):
-            capacity = self.fleet_capacity(count)
-            if capacity is None or capacity.meets_targets:
-                continue
-            served = self.fleet_capacity(count - 1)
-            for name in names[count - 1:]:
-                self.robots[name].refused = (
-                    f"refused: {count} robots would miss their targets ({capacity.describe()}); "
-                    f"{count - 1} are served ({served.describe() if served else 'unmeasured'})")
-            return
-
-    def mark_admission(self) -> None:
-        """The served robots changed: judge from what is measured from now on."""
-        self.admission_marks = {name: robot.timing.observed
-                                for name, robot in self.robots.items()}
-        self.room_frames = 0
-
-    def review_admission(self) -> None:
-        """Admission at run time, after a frame. A running robot (served, plan in force)
-        with SHED_AFTER paths since the last change is judged on the newest SHED_AFTER less
-        the slowest (one stall sheds nobody). If they say its plan cannot be kept fed, the
-        running robots are cut to the most (at least the first) whose calibrated action
-        path, in proportion to its newest path (the load now), would keep it fed; the rest
-        are shed. Else the first refused robot — shed, or refused at start-up — is served
-        once, for READMIT_AFTER frames in a row (x 2 for each time it was shed, at most
-        x 8), every running robot's paths since the last change, scaled by the calibrated
-        action path of one robot more, have kept it at its targets."""
-        if not self.config.admission:
-            return
-        running = [robot for robot in self.robots.values()
-                   if not robot.refused and robot.timing.plan_stamp is not None]
-        new = {robot.name: robot.timing.observed - self.admission_marks.get(robot.name, 0)
-               for robot in running}
-        for robot in running:
-            if len(running) < 2 or new[robot.name] < SHED_AFTER:
-                continue
-            judged = sorted(robot.timing.recent_paths(SHED_AFTER))[:-1]
-            capacity = robot.timing.capacity(judged)
-            if capacity is not None and not capacity.plan_fed:
-                kept = self.robots_kept(running, robot, robot.timing.recent_paths(1))
-                for each in reversed(running[kept:]):
-                    self.shed(each, len(running), robot.name, capacity, kept)
-                self.mark_admission()
-                return
-        refused = [robot for robot in self.robots.values() if robot.refused]
-        if not refused or not running or min(new.values()) < SHED_AFTER:
-            return
-        now, more = self.calibrated(len(running)), self.calibrated(len(running) + 1)
-        if not now or not more:
-            return
-        predicted = {robot.name: [seconds * more / now for seconds in
-                                  robot.timing.recent_paths(new[robot.name])]
-                     for robot in running}
-        capacities = [robot.timing.capacity(predicted[robot.name]) for robot in running]
-        room = all(capacity is not None and capacity.meets_targets for capacity in capacities)
-        self.room_frames = self.room_frames + 1 if room else 0
-        joining = refused[0]
-        if self.room_frames >= READMIT_AFTER * 2 ** min(joining.times_shed, 3):
-            joining.refused = ""
-            joining.timing.action_path.clear()   # its paths before the shed say nothing now
-            for seconds in predicted[running[0].name]:
-                joining.timing.observe_action_path(seconds)
-            self.counters["robots_readmitted"] += 1
-            self.mark_admission()
-
-    def calibrated(self, count: int) -> float:
-        """The calibrated action path of `count` robots in one frame (0: not measured)."""
-        return statistics.median(self.fleet_paths.get(count) or [0.0])
-
-    def robots_kept(self, running: Sequence[Robot], judged: Robot, paths) -> int:
-        """How many of the running robots to keep: the most (fewer than now, at least one)
-        for which these paths of `judged`'s, scaled by the calibrated path of that many
-        robots over that of all running, would keep its plan fed."""
-        now = self.calibrated(len(running))
-        for kept in range(len(running) - 1, 1, -1):
-            scale = self.calibrated(kept) / now if now else 1.0
-            capacity = judged.timing.capacity([seconds * scale for seconds in paths])
-            if not now or capacity is None or capacity.plan_fed:
-                return kept
-        return 1
-
-    def shed(self, robot: Robot, running: int, judged: str, capacity, kept: int) -> None:
-        """Stop serving `robot`: its requests end robot_refused (a memory window in flight
-        is abandoned), its newest prefix is unpinned; its reason says with what numbers."""
-        robot.refused = (f"shed at run time: with {running} robots running, robot "
-                         f"{judged}'s plan could not be kept fed "
-                         f"({capacity.describe()}); {kept} of the {running} running are kept")
-        self.counters["robots_shed"] += 1
-        robot.times_shed += 1
-        for request in (*self.scheduler.running, *self.scheduler.waiting):
-            if request.robot == robot.name:
-                self._finish(request, "robot_refused")
-        self.release_newest(robot)
 
     @property
     def newest(self) -> Optional[tuple[PageTable, Prefix, int]]:

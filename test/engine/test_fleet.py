@@ -14,7 +14,8 @@ from engine_helpers import Events, TimedModel, config, stream
 
 from oxygen_ros.engine.clock import ManualClock
 from oxygen_ros.engine.frame_loop import FrameLoop
-from oxygen_ros.engine.oxygen import READMIT_AFTER, OxygenEngine
+from oxygen_ros.engine.admission import READMIT_AFTER
+from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.engine.request import LanguageRequest, Status
 from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.config import preset
