@@ -114,10 +114,12 @@ class RunTimeAdmission:
         for which these paths of `judged`'s, scaled by the calibrated path of that many
         robots over that of all running, would keep its plan fed."""
         now = self.calibrated(len(running))
+        if not now:                      # not calibrated: one robot fewer
+            return len(running) - 1
         for kept in range(len(running) - 1, 1, -1):
-            scale = self.calibrated(kept) / now if now else 1.0
+            scale = self.calibrated(kept) / now
             capacity = judged.timing.capacity([seconds * scale for seconds in paths])
-            if not now or capacity is None or capacity.plan_fed:
+            if capacity is None or capacity.plan_fed:
                 return kept
         return 1
 
