@@ -88,8 +88,13 @@ class KVCache:
         return torch.tensor(rows, dtype=torch.int32, device=self.pool.k.device)
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store K/V [..., kv_heads, head_dim] at flat slots of the same leading shape."""
-        flat_k = self.pool.k[layer].view(-1, *self.pool.k.shape[-2:])
-        flat_v = self.pool.v[layer].view(-1, *self.pool.v.shape[-2:])
-        flat_k[slots.reshape(-1)] = k.reshape(-1, *k.shape[-2:]).to(flat_k.dtype)
-        flat_v[slots.reshape(-1)] = v.reshape(-1, *v.shape[-2:]).to(flat_v.dtype)
+        """Store K/V [..., kv_heads, head_dim] at flat slots of the same leading shape.
+
+        Indexes the pool tensors themselves, not a view of one layer: inside torch.compile
+        a write through a view is replayed onto its base, a copy of the whole pool per
+        step."""
+        flat = slots.reshape(-1)
+        page = torch.div(flat, self.page_size, rounding_mode="floor")
+        index = (torch.full_like(flat, layer), page, flat - page * self.page_size)
+        self.pool.k.index_put_(index, k.reshape(-1, *k.shape[-2:]).to(self.pool.k.dtype))
+        self.pool.v.index_put_(index, v.reshape(-1, *v.shape[-2:]).to(self.pool.v.dtype))
