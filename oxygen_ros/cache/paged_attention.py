@@ -39,24 +39,25 @@ def paged_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tenso
     L (default max(kv_lens)); torch.compile passes whole_tables(), which reads no length
     back from a tensor (the masked keys add exact zeros).
     """
-    batch, tokens, num_heads, _ = q.shape
+    batch = q.shape[0]
     length = int(kv_lens.max()) if length is None else length
     keys = gather(k_pages, block_tables, length)
     values = gather(v_pages, block_tables, length)
+    # one row per sequence, broadcast over the queries, unless `visible` tells them apart
     mask = torch.arange(length, device=q.device)[None, None, :] < kv_lens[:, None, None]
-    mask = mask.expand(batch, tokens, length)
     if visible is not None:
         mask = mask & visible
     if extra_k is not None:
         keys = torch.cat([keys, extra_k.to(keys.dtype)], dim=1)
         values = torch.cat([values, extra_v.to(values.dtype)], dim=1)
-        mask = torch.cat([mask, mask.new_ones(batch, tokens, extra_k.shape[1])], dim=-1)
+        mask = torch.cat([mask, mask.new_ones(batch, mask.shape[1], extra_k.shape[1])], dim=-1)
     return grouped_attention(q, keys, values, mask, scale)
 
 
 def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                       mask: torch.Tensor, scale: float) -> torch.Tensor:
-    """q [B, T, Hq, D], keys/values [B, L, Hkv, D], mask [B, T, L] -> [B, T, Hq, D].
+    """q [B, T, Hq, D], keys/values [B, L, Hkv, D], mask [B, T or 1, L] -> [B, T, Hq, D]
+    (a mask of one row applies to every query).
 
     The query heads sharing a kv head are folded into the query axis, so K/V are read
     as they are instead of being copied once per query head."""
@@ -64,6 +65,8 @@ def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     group = num_heads // keys.shape[2]
     if not torch.compiler.is_compiling() and bool(mask.all()):
         attn_mask = None   # everything visible (action tokens, bidirectional prefixes)
+    elif mask.shape[1] == 1:
+        attn_mask = mask[:, None]
     else:
         mask = mask[:, None, None].expand(batch, 1, group, tokens, mask.shape[-1])
         attn_mask = mask.reshape(batch, 1, group * tokens, -1)

@@ -87,6 +87,22 @@ class PrefillPasses:
         keys = torch.arange(prefix.num_tokens, device=self.device)
         return (~causal[None, :]) | (keys[None, :] <= keys[start:, None])
 
+    def _padded_visible(self, prefixes: Sequence[Prefix], longest: int) -> torch.Tensor:
+        """What each query of prefixes padded to `longest` sees: [B, 1, longest] when every
+        prefix token is bidirectional (a sequence's queries all see its own keys, one row
+        broadcast), else [B, longest, longest]. Padding queries see real keys, never
+        nothing (NaN); their outputs are not stored."""
+        if self.config.prefix_attention == "bidirectional":
+            keys = torch.arange(longest, device=self.device)
+            lengths = torch.tensor([p.num_tokens for p in prefixes], device=self.device)
+            return keys[None, None, :] < lengths[:, None, None]
+        visible = torch.zeros(len(prefixes), longest, longest, dtype=torch.bool,
+                              device=self.device)
+        for row, prefix in enumerate(prefixes):
+            visible[row, :prefix.num_tokens, :prefix.num_tokens] = self._visible(prefix)
+            visible[row, prefix.num_tokens:, 0] = True
+        return visible
+
     @torch.no_grad()
     def _compute_new(self, prefixes: Sequence[Prefix], tables: Sequence[PageTable],
                      cache: KVCache) -> None:
@@ -101,12 +117,9 @@ class PrefillPasses:
                                             .to(self.device))
         prompts = prompts.split([len(p.tokens) for p in prefixes])
         x = images[0].new_zeros(len(prefixes), longest, images[0].shape[-1])
-        visible = torch.zeros(len(prefixes), longest, longest, dtype=torch.bool,
-                              device=self.device)
-        for row, (prefix, image, prompt) in enumerate(zip(prefixes, images, prompts)):
-            x[row, :prefix.num_tokens] = torch.cat([image, prompt])
-            visible[row, :prefix.num_tokens, :prefix.num_tokens] = self._visible(prefix)
-            visible[row, prefix.num_tokens:, 0] = True   # padding reads a real key, not NaN
+        for row, (image, prompt) in enumerate(zip(images, prompts)):
+            x[row, :lengths[row]] = torch.cat([image, prompt])
+        visible = self._padded_visible(prefixes, longest)
         positions = torch.arange(longest, device=self.device).expand(len(prefixes), longest)
         slots = torch.cat([cache.slots([table], [0], n)[0] for n, table in zip(lengths, tables)])
         keep = torch.cat([torch.arange(n, device=self.device) + row * longest
@@ -137,7 +150,7 @@ class PrefillPasses:
 
     def _dense_prefill(self, x: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor,
                        slots: torch.Tensor, keep: torch.Tensor, cache: KVCache) -> None:
-        """Every layer of whole prefixes x [B, T, W] at once (visible [B, T, T]); the K/V
+        """Every layer of whole prefixes x [B, T, W] at once (visible [B, T or 1, T]); the K/V
         of flat token positions `keep` written at `slots`."""
         def attend(layer, q, k, v):
             cache.write(layer, slots, k.flatten(0, 1)[keep], v.flatten(0, 1)[keep])
