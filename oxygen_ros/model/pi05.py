@@ -31,6 +31,7 @@ from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.cache.page_table import PageTable
 from oxygen_ros.cache.dense_suffix import DenseSuffix
 from oxygen_ros.cache.paged_attention import paged_attention
+from oxygen_ros.model.compiled_pass import CompiledPass
 from oxygen_ros.model.config import ModelConfig
 from oxygen_ros.model.gemma import Gemma, rope, rope_tables
 from oxygen_ros.model.prefill import PrefillPasses
@@ -67,6 +68,7 @@ class Pi05Model(PrefillPasses, nn.Module):
         self.scale = config.vlm.head_dim ** -0.5
         # Part of every prefix-index key: cached K/V are only valid for these weights.
         self.weights_version = f"random-init-seed-{seed}"
+        self.compiled_passes: dict[str, CompiledPass] = {}     # compile_passes()
         self.counters = {"prefix_tokens_computed": 0, "prefix_tokens_reused": 0}
         self.graphs = None     # model/cuda_graphs.CudaGraphs once enabled (CUDA only)
 
@@ -98,10 +100,23 @@ class Pi05Model(PrefillPasses, nn.Module):
         the graph), the weights frozen into it and its matmuls autotuned (inductor's AMX
         micro-kernels or oneDNN on a CPU). Inference only: the parameters stop requiring
         gradients. The first call of each new shape (a batch of one, then of several)
-        compiles (tens of seconds); partially cached prefixes and prompts stay eager."""
+        compiles (tens of seconds) until settle_compiled(); partially cached prefixes and
+        prompts stay eager."""
         self.requires_grad_(False)
         for name in ("embed_images", "_dense_prefill", "velocity", "decode_step"):
-            setattr(self, name, _compiled(getattr(self, name)))
+            self.compiled_passes[name] = CompiledPass(getattr(self, name))
+            setattr(self, name, self.compiled_passes[name])
+
+    def settle_compiled(self) -> None:
+        """From now on a call of a compiled pass with shapes no graph covers runs eager
+        (counted in eager_calls) instead of compiling."""
+        for compiled in self.compiled_passes.values():
+            compiled.settled = True
+
+    @property
+    def eager_calls(self) -> int:
+        """Calls of compiled passes that ran eager after settle_compiled()."""
+        return sum(compiled.eager_calls for compiled in self.compiled_passes.values())
 
     @property
     def dtype(self) -> torch.dtype:
@@ -316,14 +331,3 @@ class ActionInputs:
     prefix_lens: torch.Tensor     # [B]
     block_tables: torch.Tensor    # [B, pages] int32
     dense: Optional[DenseSuffix] = None   # CPU, eager: the prefixes gathered once a chunk
-
-
-def _compiled(method):
-    """method compiled by inductor with max-autotune and frozen weights (freezing is read
-    when a graph compiles, at any call, and torch.compile's options do not carry it)."""
-    compiled = torch.compile(method, dynamic=True, options={"max_autotune": True})
-
-    def call(*args):
-        with torch._inductor.config.patch(freezing=True):
-            return compiled(*args)
-    return call
