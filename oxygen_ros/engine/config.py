@@ -72,11 +72,14 @@ class EngineConfig:
               "when the served robots' plans can no longer be kept fed, and serve a refused one "
               "again when the measured paths leave room (false: serve every robot, each one's "
               "diagnostics WARN while its targets cannot be met)")
-    # -- speed on CUDA (the CPU path never changes)
+    # -- speed
     cuda_graphs: bool = parameter(True, "on CUDA: decode steps and the denoising loop as "
                                         "CUDA graphs")
-    torch_compile: bool = parameter(False, "on CUDA: torch.compile the MLP blocks (slower "
-                                           "start-up)")
+    torch_compile: bool = parameter(
+        False, "torch.compile: on a CPU the vision tower, prefill, denoising step and decode "
+               "step, compiled while the engine calibrates at start-up (minutes) and fixed "
+               "then: a call of a shape not compiled runs eager, counted in /diagnostics "
+               "(compiled_calls_run_eager); on CUDA the MLP blocks (slower start-up)")
     temperature: float = parameter(0.0, "sampling temperature; 0 is greedy",
                                    range=(0.0, 1000.0))
     top_p: float = parameter(1.0, "nucleus sampling mass (above 0)", range=(0.0, 1.0))

@@ -39,6 +39,8 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         self.room_frames = 0           # frames in a row whose paths left room for one more
         if model.device.type == "cuda":
             self._speed_up()
+        elif config.torch_compile:
+            model.compile_passes()     # calibrate() compiles them: settled after it
         if calibrate:
             self.calibrate()
 
@@ -58,7 +60,8 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         """Measure the action path (prefill of a new observation + denoising) for 1, 2, ...
         robots in one frame, a request prompt and decode steps (batch 1 and 4) on a blank
         observation, so the first frames are scheduled from warm measurements (each kind's
-        first, cold call is dropped); then admit the robots the measurements can serve."""
+        first, cold call is dropped: with torch_compile on a CPU, the one that compiles);
+        then admit the robots the measurements can serve."""
         size = self.model.config.vision.image_size
         images = {name: np.zeros((size, size, 3), np.uint8) for name in self.config.camera_names}
         prefix = build_prefix(self.model.config, self.config.camera_names, images,
@@ -90,13 +93,15 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
             self.model.extend(fork, tokens, self.cache)
             self.costs.observe_extend(prompt_tokens, self.clock.now() - started)
         for batch in (forks[:1], forks):
-            for _ in range(steps):
+            for step in range(steps + 1):     # each batch size's first step may be cold
                 started = self.clock.now()
                 self.model.decode(batch, [tokens[0]] * len(batch), self.cache)
-                self.costs.observe_decode(len(batch), self.clock.now() - started)
+                if step:
+                    self.costs.observe_decode(len(batch), self.clock.now() - started)
         for fork in forks:
             self.cache.free(fork)
         self.cache.pool.reset_peak()
+        self.model.settle_compiled()
         self.admit()
         served = [robot for robot in robots if not robot.refused]
         for robot in robots:     # the served are served together: their action path

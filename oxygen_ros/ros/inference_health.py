@@ -130,4 +130,5 @@ def engine_values(engine) -> dict:
         "throttled_frames": engine.counters["throttled_frames"],
         "robots_shed": engine.counters["robots_shed"],            # admission at run time
         "robots_readmitted": engine.counters["robots_readmitted"],
+        "compiled_calls_run_eager": engine.model.eager_calls,     # torch_compile on a CPU
     }
