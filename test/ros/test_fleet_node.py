@@ -65,10 +65,8 @@ def seconds(stamp) -> float:
 
 
 def start_server(processes, tmp_path, name: str, robots):
-    # stop_at_eos off: the random model may otherwise end a summary at its first token,
-    # and the test asserts every summary says something
     params = write_params(tmp_path / f"{name}.yaml", inference={
-        "watchdog_ticks": 10, "memory_period_s": 1.0, "stop_at_eos": False})
+        "watchdog_ticks": 10, "memory_period_s": 1.0})
     values = yaml.safe_load(params.read_text())["inference"]
     params.write_text(yaml.safe_dump({name: values}))       # the node named `name`
     return processes.start(executable("inference"), "--ros-args", "--params-file", params,
@@ -107,7 +105,9 @@ def test_two_robots_through_one_server_each_get_their_own_outputs(
             finals = [m for m in probe.dialogue if m.final]
             assert len(finals) == 1 and feeder.sent(robot, finals[0].header.stamp), finals
             assert finals[0].finish_reason in ("eos", "length"), finals
-            assert all(m.text and seconds(m.window_end) > seconds(m.window_start)
+            # no check on the text: a random model's greedy summary may be only special
+            # tokens, which decode to nothing
+            assert all(seconds(m.window_end) > seconds(m.window_start)
                        for m in probe.memory), probe.memory
             level, message, values, _ = alpha.diagnostics[f"oxygen_ros: inference/{robot}"]
             assert values["robot"] == robot and values["watchdog"] == "ok", message
