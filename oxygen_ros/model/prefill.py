@@ -12,6 +12,12 @@ from oxygen_ros.cache.paged_attention import grouped_attention, paged_attention
 from oxygen_ros.cache.prefix_index import page_keys, root_key
 from oxygen_ros.model.prefix import Prefix
 
+# A batch of new prefixes is padded to a multiple of this many tokens. oneDNN builds a kernel
+# the first time it sees a matmul shape (about 1.4 ms each in bfloat16 here), so a prefix
+# of a length not seen before cost about 10 ms more; prompts vary in length with the state.
+# Padding makes the shapes recur, for at most 15 tokens' work.
+TOKEN_BUCKET = 16
+
 
 class PrefillPasses:
     def prefix_page_keys(self, prefix: Prefix, page_size: int) -> list[bytes]:
@@ -106,11 +112,11 @@ class PrefillPasses:
     @torch.no_grad()
     def _compute_new(self, prefixes: Sequence[Prefix], tables: Sequence[PageTable],
                      cache: KVCache) -> None:
-        """Whole prefixes as one batch [B, T, W], the shorter ones padded: one vision pass
-        over all their images, one pass through the layers; padding is neither seen nor
-        stored."""
+        """Whole prefixes as one batch [B, T, W], padded to the longest rounded up to
+        TOKEN_BUCKET: one vision pass over all their images, one pass through the layers;
+        padding is neither seen nor stored."""
         lengths = [p.num_tokens for p in prefixes]
-        longest = max(lengths)
+        longest = -(-max(lengths) // TOKEN_BUCKET) * TOKEN_BUCKET
         images = self.embed_images(torch.cat([p.images for p in prefixes]))
         images = images.split([p.num_image_tokens for p in prefixes])
         prompts = self.language_model.embed(torch.cat([p.tokens for p in prefixes])
