@@ -34,7 +34,7 @@ from oxygen_ros.cache.paged_attention import paged_attention
 from oxygen_ros.model.compiled_pass import CompiledPass
 from oxygen_ros.model.config import ModelConfig
 from oxygen_ros.model.gemma import Gemma, rope, rope_tables
-from oxygen_ros.model.prefill import PrefillPasses
+from oxygen_ros.model.prefill import PrefillPasses, padded_tokens
 from oxygen_ros.model.prefix import Prefix
 from oxygen_ros.model.siglip import SiglipVisionModel
 
@@ -184,11 +184,13 @@ class Pi05Model(PrefillPasses, nn.Module):
     # -- language -------------------------------------------------------------------------
     @torch.no_grad()
     def extend(self, table: PageTable, tokens: Sequence[int], cache: KVCache) -> torch.Tensor:
-        """Append causal tokens (a request's prompt) to a table; logits of the last one [V]."""
+        """Append causal tokens (a request's prompt) to a table; logits of the last one [V].
+        The pass runs padded_tokens(count) tokens; padding is neither seen nor stored."""
         start, count = table.length, len(tokens)
         self._check_room(cache, [table], count)
-        x = self.language_model.embed(torch.tensor(list(tokens), device=self.device))[None]
-        positions = torch.arange(start, start + count, device=self.device)[None]
+        padded = list(tokens) + [0] * (padded_tokens(count) - count)
+        x = self.language_model.embed(torch.tensor(padded, device=self.device))[None]
+        positions = torch.arange(start, start + len(padded), device=self.device)[None]
         keys = torch.arange(start + count, device=self.device)
         visible = keys[None, :] <= positions[0, :, None]                  # causal
         slots = cache.slots([table], [start], count)
@@ -196,13 +198,13 @@ class Pi05Model(PrefillPasses, nn.Module):
         lens = torch.tensor([start + count], device=self.device)
 
         def attend(layer, q, k, v):
-            cache.write(layer, slots, k, v)
+            cache.write(layer, slots, k[:, :count], v[:, :count])
             return paged_attention(q, cache.pool.k[layer], cache.pool.v[layer], block_tables,
                                    lens, self.scale, visible=visible[None])
 
         hidden = self._run_vlm(x, positions, attend)
         table.length += count
-        return self.language_model.logits(hidden[0, -1])
+        return self.language_model.logits(hidden[0, count - 1])
 
     def decode_inputs(self, tables: Sequence[PageTable], tokens: Sequence[int],
                       cache: KVCache) -> "DecodeInputs":

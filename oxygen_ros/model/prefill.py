@@ -12,11 +12,16 @@ from oxygen_ros.cache.paged_attention import grouped_attention, paged_attention
 from oxygen_ros.cache.prefix_index import page_keys, root_key
 from oxygen_ros.model.prefix import Prefix
 
-# A batch of new prefixes is padded to a multiple of this many tokens. oneDNN builds a kernel
-# the first time it sees a matmul shape (about 1.4 ms each in bfloat16 here), so a prefix
-# of a length not seen before cost about 10 ms more; prompts vary in length with the state.
-# Padding makes the shapes recur, for at most 15 tokens' work.
+# Passes over new tokens (a batch of new prefixes, a request's prompt) are padded to a
+# multiple of this many. oneDNN builds a kernel the first time it sees a matmul shape (about
+# 1.4 ms each in bfloat16 on an AMX Xeon), so a prefix of a length not seen before cost
+# about 10 ms more, and prompts vary in length with the state and the question. Padding
+# makes the shapes recur, for at most 15 tokens' work.
 TOKEN_BUCKET = 16
+
+
+def padded_tokens(count: int) -> int:
+    return -(-count // TOKEN_BUCKET) * TOKEN_BUCKET
 
 
 class PrefillPasses:
@@ -116,7 +121,7 @@ class PrefillPasses:
         TOKEN_BUCKET: one vision pass over all their images, one pass through the layers;
         padding is neither seen nor stored."""
         lengths = [p.num_tokens for p in prefixes]
-        longest = -(-max(lengths) // TOKEN_BUCKET) * TOKEN_BUCKET
+        longest = padded_tokens(max(lengths))
         images = self.embed_images(torch.cat([p.images for p in prefixes]))
         images = images.split([p.num_image_tokens for p in prefixes])
         prompts = self.language_model.embed(torch.cat([p.tokens for p in prefixes])
