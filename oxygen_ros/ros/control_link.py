@@ -111,7 +111,9 @@ class ControlLink:
         for end in (self._socket, child):
             end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MAX_MESSAGE)
         argv = settings.argv(child.fileno())
-        self.process = subprocess.Popen(argv, pass_fds=(child.fileno(),),
+        # a process group of its own: a shell's Ctrl-C (SIGINT to the node's group) must not
+        # kill it while it imports rclpy; it ends when this end of the socket closes
+        self.process = subprocess.Popen(argv, pass_fds=(child.fileno(),), process_group=0,
                                         env=control_environment(os.environ))
         child.close()
         self._socket.setblocking(False)
@@ -129,9 +131,12 @@ class ControlLink:
         finally:
             self._socket.setblocking(False)
         if message[:1] != READY:
+            code = self.process.poll()
             self.close()
-            raise RuntimeError(f"the control process did not start within {READY_S:.0f} s "
-                               f"(exit code {self.process.poll()})")
+            raise RuntimeError(f"the control process did not start within {READY_S:.0f} s"
+                               if code is None else
+                               f"the control process ended (exit code {code}) before it "
+                               "was ready")
         return decode(message)[1]
 
     def send(self, message: bytes) -> None:
