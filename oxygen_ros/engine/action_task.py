@@ -85,7 +85,8 @@ def run_together(tasks: Sequence[ActionTask], tables: Sequence[PageTable], cache
     and continuing tasks[i]'s own plan: each chunk is the one tasks[i].run would make
     alone (same noise, same guidance). Each becomes its task's plan in force."""
     model = tasks[0].model
-    noise = torch.cat([task.noise(frame_id) for task, frame_id in zip(tasks, frame_ids)])
+    noise = torch.cat([task.noise(frame_id) for task, frame_id in zip(tasks, frame_ids)]).to(
+        model.device)       # the guide is made where the noise is
     rows = [task.guided_by(stamp, delay)
             for task, stamp, delay in zip(tasks, stamps, delays_s)]
     if all(row is None for row in rows):
@@ -94,7 +95,7 @@ def run_together(tasks: Sequence[ActionTask], tables: Sequence[PageTable], cache
         settings = tasks[0].rtc
         inputs = model.action_inputs(tables, cache)
         actions = rtc.integrate(lambda x, t: model.velocity(inputs, x, t, cache),
-                                noise.to(model.device), model.config.num_denoise_steps,
+                                noise, model.config.num_denoise_steps,
                                 rtc.guide(rows, noise, settings), settings)
     chunks = actions.detach().cpu()
     for task, row, stamp, chunk in zip(tasks, rows, stamps, chunks):

@@ -17,4 +17,6 @@ def sample(logits: torch.Tensor, temperature: float = 0.0, top_p: float = 1.0,
         outside = sorted_probs.cumsum(-1) - sorted_probs >= top_p
         sorted_probs = sorted_probs.masked_fill(outside, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+    if generator is not None and generator.device != probs.device:
+        probs = probs.cpu()     # a request's generator lives on the CPU (reproducible anywhere)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0].to(logits.device)
