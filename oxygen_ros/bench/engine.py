@@ -17,6 +17,7 @@ from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.model.config import preset
 from oxygen_ros.model.pi05 import Pi05Model
 from oxygen_ros.model.precision import resolve_dtype
+from oxygen_ros.model.tokenizer import ByteTokenizer
 
 MODES = {"isolated": IsolatedEngine, "shared_kv": SharedKVEngine, "oxygen": OxygenEngine}
 CAMERAS = ("base", "left_wrist", "right_wrist")
@@ -62,12 +63,16 @@ def run(workload: Workload, progress=None) -> dict:
     config = preset(workload.preset).with_(num_denoise_steps=workload.denoise_steps,
                                            prefix_attention=workload.prefix_attention)
     dtype, _ = resolve_dtype(workload.dtype, workload.device)
-    model = Pi05Model(config, seed=workload.seed).to(workload.device,
-                                                     getattr(torch, dtype)).eval()
+    with torch.device(workload.device):     # drawn where it runs
+        model = Pi05Model(config, seed=workload.seed, dtype=getattr(torch, dtype)).to(
+            workload.device).eval()
     frames = observations(workload, config)
     requests = arrivals(workload)
-    engines = {name: cls(model, engine_config(workload)) for name, cls in MODES.items()}
-    engines["actions_only"] = OxygenEngine(model, engine_config(workload, language=False))
+    tokenizer = ByteTokenizer()    # random weights: it stands in for a PaliGemma file too
+    engines = {name: cls(model, engine_config(workload), tokenizer=tokenizer)
+               for name, cls in MODES.items()}
+    engines["actions_only"] = OxygenEngine(model, engine_config(workload, language=False),
+                                           tokenizer=tokenizer)
     stats = {name: {"frame": [], "chunk": [], "tokens": 0, "wall": 0.0} for name in engines}
 
     for index, observation in enumerate(frames):
