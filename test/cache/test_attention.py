@@ -94,6 +94,38 @@ def test_triton_suffix_kernel_equals_the_reference(page_size, head_dim, heads, k
     torch.testing.assert_close(out.cpu(), expected, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("splits", [2, 3, 7])
+@pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+def test_pages_split_among_programs_merge_to_the_reference(splits, dtype, atol):
+    # 7 splits of a 6-page table: some splits see no page, or no page below a length
+    device = "cpu" if interpreted else "cuda"
+    lengths = [90, 3, 50]
+    k_pages, v_pages, tables, lens, g = random_layout(4, 3, lengths, 16, 1, 32)
+    q = torch.randn(3, 8, 32, generator=g)
+    qs, extra_k, extra_v = (torch.randn(3, 10, h, 32, generator=g) for h in (8, 1, 1))
+    cast = [t.to(dtype) for t in (q, k_pages, v_pages, qs, extra_k, extra_v)]
+    q, k_pages, v_pages, qs, extra_k, extra_v = [t.float() for t in cast]
+    expected = reference.paged_attention(q[:, None], k_pages, v_pages, tables, lens, 0.2)[:, 0]
+    expected_suffix = reference.paged_attention(qs, k_pages, v_pages, tables, lens, 0.2,
+                                                extra_k=extra_k, extra_v=extra_v)
+    q, k_pages, v_pages, qs, extra_k, extra_v = [t.to(device) for t in cast]
+    tables, lens = tables.to(device), lens.to(device)
+    out = triton_attention.decode_attention(q, k_pages, v_pages, tables, lens, 0.2,
+                                            splits=splits)
+    torch.testing.assert_close(out.float().cpu(), expected, atol=atol, rtol=0)
+    out = triton_attention.suffix_attention(qs, k_pages, v_pages, tables, lens, extra_k, extra_v,
+                                            0.2, splits=splits)
+    torch.testing.assert_close(out.float().cpu(), expected_suffix, atol=atol, rtol=0)
+
+
+def test_the_split_count_fills_the_device_but_leaves_each_split_pages_to_walk():
+    cpu = torch.device("cpu")         # counted as 8 multiprocessors
+    assert triton_attention._splits(programs=1, width=61, device=cpu) == 16
+    assert triton_attention._splits(programs=7, width=61, device=cpu) == 3
+    assert triton_attention._splits(programs=32, width=61, device=cpu) == 1
+    assert triton_attention._splits(programs=1, width=2, device=cpu) == 1
+
+
 def test_triton_kernels_refuse_page_sizes_they_cannot_tile():
     k_pages = torch.zeros(4, 8, 1, 16)
     with pytest.raises(ValueError, match="page_size a power of two >= 16"):
