@@ -14,7 +14,8 @@ def test_help_documents_every_stage():
     result = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0
-    for stage in ("kernels", "parity", "bench_model", "bench_engine", "--device", "--out"):
+    for stage in ("kernels", "parity", "bench_model", "bench_engine", "profile", "--device",
+                  "--out"):
         assert stage in result.stdout
 
 
@@ -26,9 +27,13 @@ def test_a_cpu_dry_run_completes_every_stage_and_writes_the_json(tmp_path):
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     stages = report["stages"]
     assert {name: stage["status"] for name, stage in stages.items()} == dict.fromkeys(
-        ("kernels", "parity", "bench_model", "bench_engine"), "ok"), result.stdout[-3000:]
+        ("kernels", "parity", "bench_model", "bench_engine", "profile"), "ok"), \
+        result.stdout[-3000:]
     assert stages["kernels"]["result"]["ok"] and stages["parity"]["result"]["ok"]
     assert stages["parity"]["result"]["tokens_agreeing"] == 24
     assert stages["bench_model"]["result"]["eager"]["chunk_ms"] > 0
     assert set(stages["bench_engine"]["result"]["modes"]) == {"isolated", "shared_kv", "oxygen"}
-    assert (tmp_path / "gpu_check.log").read_text().count("] ok in") == 4
+    profiled = stages["profile"]["result"]
+    assert set(profiled) == {"prefill", "denoise", "decode_8_steps"}
+    assert all(p["device_ms"] > 0 and p["top"] for p in profiled.values())
+    assert (tmp_path / "gpu_check.log").read_text().count("] ok in") == 5

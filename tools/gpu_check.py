@@ -11,9 +11,14 @@ Stages, in order:
                 of 24 greedy tokens agree
   bench_model   bench-model at the preset's dims with 3 cameras: prefix prefill, denoising,
                 chunk from a new observation and from a cached prefix, decode tokens/s at
-                batch 1/4/16, decode step / (weight bytes / measured copy bandwidth);
-                eager, then with CUDA graphs (CUDA only)
+                batch 1/4/16, decode step / (weight bytes / measured copy bandwidth),
+                prefill / measured matmul peak (8192² on CUDA), and from NVML's energy
+                counter joules per chunk and per decoded token; eager, then with CUDA
+                graphs (CUDA only)
   bench_engine  the engine benchmark (isolated / shared_kv / oxygen) at the preset's dims
+  profile       where the time goes: the kernels (operators on a CPU) of one prefill, one
+                denoising and eight batch-1 decode steps, eager, by total time
+                (torch.profiler)
 
 Writes OUT/gpu_check.json ({"environment": ..., "stages": {name: {"status": ok | failed |
 timeout | skipped, "seconds": ..., "result": ...}}}) and OUT/gpu_check.log; exits 1 if a
@@ -33,8 +38,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STAGES = ("kernels", "parity", "bench_model", "bench_engine")
-BUDGETS = {"kernels": 60, "parity": 120, "bench_model": 150, "bench_engine": 150}
+STAGES = ("kernels", "parity", "bench_model", "bench_engine", "profile")
+BUDGETS = {"kernels": 60, "parity": 80, "bench_model": 160, "bench_engine": 140, "profile": 60}
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -48,7 +53,7 @@ def parse(argv=None) -> argparse.Namespace:
                         help="output folder (default $OUT, else build/gpu_check)")
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
     parser.add_argument("--budget-scale", type=float, default=1.0,
-                        help="multiply every stage's time budget (default 1: 480 s in all)")
+                        help="multiply every stage's time budget (default 1: 500 s in all)")
     parser.add_argument("--frames", type=int, default=20, help="bench_engine frames")
     parser.add_argument("--stage", help=argparse.SUPPRESS)      # child: run one stage
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -113,7 +118,8 @@ def stage_parity(args) -> dict:
 
     dtype, device = getattr(torch, args.dtype), torch.device(args.device)
     config = preset(args.preset)
-    model = Pi05Model(config, seed=0).to(device, dtype).eval()
+    with device:
+        model = Pi05Model(config, seed=0, dtype=dtype).to(device).eval()
     rng = np.random.default_rng(0)
     cameras = ["base", "left_wrist", "right_wrist"][:config.num_cameras]
     size = config.vision.image_size
@@ -152,10 +158,13 @@ def stage_bench_model(args) -> dict:
 
     from oxygen_ros.bench import model as benchmark
 
-    result = {"eager": asdict(benchmark.run(args.preset, args.device, args.dtype))}
+    peak_size = 8192 if args.device == "cuda" else 2048
+    result = {"eager": asdict(benchmark.run(args.preset, args.device, args.dtype,
+                                            peak_size=peak_size))}
+    Path(args.result).write_text(json.dumps(result, default=str))   # kept if time runs out
     if args.device == "cuda":
         result["cuda_graphs"] = asdict(benchmark.run(args.preset, args.device, args.dtype,
-                                                     cuda_graphs=True))
+                                                     cuda_graphs=True, peak_size=peak_size))
     return result
 
 
@@ -165,6 +174,72 @@ def stage_bench_engine(args) -> dict:
     workload = benchmark.Workload(preset=args.preset, device=args.device, dtype=args.dtype,
                                   frames=args.frames)
     return benchmark.run(workload)
+
+
+def stage_profile(args) -> dict:
+    import numpy as np
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from oxygen_ros.cache.kv_cache import KVCache
+    from oxygen_ros.model.config import preset
+    from oxygen_ros.model.pi05 import Pi05Model
+    from oxygen_ros.model.prefix import build_prefix
+    from oxygen_ros.model.prompt import pi05_prompt
+    from oxygen_ros.model.tokenizer import ByteTokenizer
+
+    dtype, device = getattr(torch, args.dtype), torch.device(args.device)
+    config = preset(args.preset)
+    with device:
+        model = Pi05Model(config, seed=0, dtype=dtype).to(device).eval()
+    rng = np.random.default_rng(0)
+    cameras = ["base", "left_wrist", "right_wrist"][:config.num_cameras]
+    size = config.vision.image_size
+    images = {c: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for c in cameras}
+    tokens = ByteTokenizer().encode(pi05_prompt("pick up the red cup", np.zeros(14),
+                                                config.state_dim))
+    tokens = (tokens * config.max_prompt_tokens)[:config.max_prompt_tokens]
+    prefix = build_prefix(config, cameras, images, tokens)
+    cache = KVCache.for_model(config, num_pages=256, page_size=16, dtype=dtype, device=device)
+    noise = torch.randn(1, config.action_horizon, config.action_dim, device=device,
+                        dtype=dtype)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
+                                           if device.type == "cuda" else [])
+
+    def prefill():
+        cache.free(model.prefill(prefix, cache, reuse=False))
+
+    table = model.prefill(prefix, cache, reuse=False)
+    assert cache.reserve(table, 64)
+    token = [int(model.extend(table, [1, 2, 3], cache).argmax())]
+
+    def decode():
+        for _ in range(8):
+            token[0] = int(model.decode([table], token, cache)[0].argmax())
+
+    def own_us(event) -> float:      # kernels' time on a GPU, operators' on a CPU
+        return event.self_device_time_total if device.type == "cuda" \
+            else event.self_cpu_time_total
+
+    passes = {"prefill": prefill,
+              "denoise": lambda: model.sample_actions([table], noise, cache),
+              "decode_8_steps": decode}
+    out = {}
+    for name, work in passes.items():
+        work()                                    # warm-up: kernels compiled, caches filled
+        with profile(activities=activities) as prof:
+            work()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+        events = [e for e in prof.key_averages() if own_us(e) > 0
+                  and (device.type != "cuda" or e.device_type.name == "CUDA")]
+        timed = sorted(((e.key, own_us(e) / 1e3, e.count) for e in events),
+                       key=lambda row: -row[1])
+        out[name] = {"device_ms": round(sum(ms for _, ms, _ in timed), 3),
+                     "kernels": len(timed), "launches": sum(n for *_, n in timed),
+                     "top": [{"name": key[:120], "ms": round(ms, 3), "calls": n}
+                             for key, ms, n in timed[:12]]}
+    return out
 
 
 # -- the driver ------------------------------------------------------------------------------
@@ -245,6 +320,8 @@ def main(argv=None) -> int:
                 entry["status"] = status = "failed"     # ran, but outside its tolerance
         else:
             entry["output_tail"] = output[-3000:]
+            if Path(result_path).stat().st_size:     # what the stage wrote before it stopped
+                entry["partial_result"] = json.loads(Path(result_path).read_text())
         Path(result_path).unlink(missing_ok=True)
         report["stages"][stage] = entry
         say(f"[{stage}] {status} in {entry['seconds']} s"

@@ -1,7 +1,7 @@
 """Model-level benchmark: load time and peak memory, action chunk latency, decode
 throughput, how far a decode step is from the memory-bandwidth bound (weight bytes ÷
 bandwidth measured in the same run) and the prefill from the matmul peak (measured in the
-same run too)."""
+same run too); on a GPU with NVML, the energy of a chunk and of a decoded token."""
 
 import resource
 import time
@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from oxygen_ros.bench.energy import EnergyMeter
 from oxygen_ros.bench.report import median_ms
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.model import checkpoint as checkpoints
@@ -48,6 +49,10 @@ class ModelBenchResult:
     # robots served in one frame -> their chunks from new observations (one batched prefill,
     # one batched denoising: the fleet server's action path)
     robots_chunk_ms: dict[int, float] = field(default_factory=dict)
+    energy_source: str = ""         # what the energy numbers read, or why there are none
+    power_w: float = 0.0            # mean GPU power while chunks run back to back
+    chunk_joules: float = 0.0       # one chunk from a new observation
+    decode_joules_per_token: dict[int, float] = field(default_factory=dict)  # per batch
 
     @property
     def label(self) -> str:
@@ -77,6 +82,9 @@ def measure_matmul_peak(device: torch.device, dtype: torch.dtype, size: int = 20
     return 2 * size ** 3 / (best / 1e3) / 1e9
 
 
+ENERGY_TOKENS = 256     # at most this many decode steps per batch size measure energy
+
+
 def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         batches=(1, 4, 16), decode_steps: int = 16, repeats: int = 5,
         seed: int = 0, cuda_graphs: bool = False, checkpoint: str = "",
@@ -89,7 +97,9 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
     compile: torch.compile the prefill, denoising and decode passes (compile_passes) before
     anything is timed (after the prefill's FLOPs are counted); every timed shape is compiled
     in the warm-up calls.
-    robots: counts of robots whose new observations one frame serves, each timed."""
+    robots: counts of robots whose new observations one frame serves, each timed.
+    On CUDA with NVML, chunks from new observations and decode steps also run back to
+    back for a second each under the GPU's energy counter."""
     dtype_name, why = resolve_dtype(dtype, device)
     dtype = getattr(torch, dtype_name)
     dev = torch.device(device)
@@ -97,7 +107,8 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
     if checkpoint:
         model, _ = checkpoints.load(checkpoint, dev, dtype)
     else:
-        model = Pi05Model(preset(preset_name), seed=seed, dtype=dtype).to(dev).eval()
+        with dev:     # drawn where it runs: a GPU draws 3 B parameters in a second
+            model = Pi05Model(preset(preset_name), seed=seed, dtype=dtype).to(dev).eval()
     load_s = time.perf_counter() - started
     config = model.config
     tokenizer = ByteTokenizer()
@@ -114,7 +125,9 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         return build_prefix(config, cameras, images, tokens)
 
     sample = prefix(0)
-    pages_per_seq = -(-(sample.num_tokens + 64 + decode_steps * (repeats + 2)) // 16)
+    meter, energy_source = EnergyMeter.open(dev)
+    steps = decode_steps * (repeats + 2) + (ENERGY_TOKENS + 1 if meter else 0)
+    pages_per_seq = -(-(sample.num_tokens + 64 + steps) // 16)
     most_robots = max(robots, default=1)
     cache = KVCache.for_model(config, pages_per_seq * (max(batches) + most_robots + 4) + 1,
                               page_size=16, action_batch=most_robots, dtype=dtype, device=dev)
@@ -144,10 +157,20 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         cache.free(hit)
 
     chunk_cached_ms = _median_ms(chunk_cached, repeats, dev)
+    power_w = chunk_joules = 0.0
+    if meter:
+        def chunk_new():
+            hit = model.prefill(prefix(1), cache)
+            model.sample_actions([hit], noise, cache)
+            cache.free(hit)
+
+        chunk_joules, power_w = meter.joules_per_call(chunk_new)
+        energy_source = meter.source
     robots_ms = {count: _robots_chunk_ms(model, cache, count, prefix, noise, repeats)
                  for count in robots}
 
-    tokens_per_s, step_ms = _decode_rates(model, cache, table, batches, decode_steps, repeats)
+    tokens_per_s, step_ms, token_joules = _decode_rates(model, cache, table, batches,
+                                                        decode_steps, repeats, meter)
     lm = model.language_model
     weight_bytes = sum(p.numel() * p.element_size() for p in lm.parameters())
     bandwidth = measure_bandwidth(dev)
@@ -160,7 +183,8 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         weight_bytes, bandwidth, step_ms[batches[0]] / bound_ms, dtype_name, why,
         sum(p.numel() * p.element_size() for p in model.parameters()), load_s,
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, gflop, peak,
-        gflop / (prefill_ms / 1e3) / peak, compile, robots_ms)
+        gflop / (prefill_ms / 1e3) / peak, compile, robots_ms, energy_source, power_w,
+        chunk_joules, token_joules)
 
 
 def _robots_chunk_ms(model: Pi05Model, cache: KVCache, count: int, prefix, noise,
@@ -180,12 +204,12 @@ def _robots_chunk_ms(model: Pi05Model, cache: KVCache, count: int, prefix, noise
 
 
 def _decode_rates(model: Pi05Model, cache: KVCache, table, batches, decode_steps: int,
-                  repeats: int) -> tuple[dict, dict]:
-    """(tokens/s, ms per step) of batched decode steps, per batch size, each row a dialogue
-    request forked from the prefix `table`."""
+                  repeats: int, meter: "EnergyMeter | None") -> tuple[dict, dict, dict]:
+    """(tokens/s, ms per step, joules per token where `meter`) of batched decode steps, per
+    batch size, each row a dialogue request forked from the prefix `table`."""
     tokenizer, dev = ByteTokenizer(), model.device
     request = tokenizer.encode("User: what do you see?\nRobot:", bos=False)
-    tokens_per_s, step_ms = {}, {}
+    tokens_per_s, step_ms, token_joules = {}, {}, {}
     for batch in batches:
         forks, tokens = [], []
         for _ in range(batch):
@@ -205,9 +229,11 @@ def _decode_rates(model: Pi05Model, cache: KVCache, table, batches, decode_steps
         ms = _median_ms(lambda: [step() for _ in range(decode_steps)], repeats, dev) / decode_steps
         step_ms[batch] = ms
         tokens_per_s[batch] = batch / (ms / 1e3)
+        if meter:
+            token_joules[batch] = meter.joules_per_call(step, max_calls=ENERGY_TOKENS)[0] / batch
         for fork in forks:
             cache.free(fork)
-    return tokens_per_s, step_ms
+    return tokens_per_s, step_ms, token_joules
 
 
 ROWS = (
@@ -264,6 +290,9 @@ def report(results: "ModelBenchResult | list[ModelBenchResult]") -> str:
                                lambda r: r.decode_step_ms[batch], "{:.2f} ms/step"))
         lines.append(f"  {'':36}" + "".join(
             f"{f'{r.decode_tokens_per_s[batch]:.1f} tokens/s':>18}" for r in results))
+        if first.decode_joules_per_token:
+            lines.append(f"  {'':36}" + "".join(
+                f"{f'{r.decode_joules_per_token[batch]:.3f} J/token':>18}" for r in results))
     fewest = min(first.robots_chunk_ms, default=None)
     for count in first.robots_chunk_ms:
         lines.append(_compared(f"action chunks, {count} robots a frame", results,
@@ -272,5 +301,12 @@ def report(results: "ModelBenchResult | list[ModelBenchResult]") -> str:
             lines.append(f"  {f'  ÷ {fewest} robot(s) a frame':36}" + "".join(
                 f"{r.robots_chunk_ms[count] / r.robots_chunk_ms[fewest]:16.2f} x"
                 for r in results))
+    if first.chunk_joules:
+        lines.append(f"  {'chunk energy (new observation)':36}" + "".join(
+            f"{f'{r.chunk_joules:.2f} J':>18}" for r in results))
+        lines.append(f"  {'GPU power, chunks back to back':36}" + "".join(
+            f"{f'{r.power_w:.0f} W':>18}" for r in results))
+    if first.device.startswith("cuda"):
+        lines.append(f"  energy: {first.energy_source}")
     lines.append("  (bandwidth bound 1.0: every decode step only streams the VLM weights once)")
     return "\n".join(lines)

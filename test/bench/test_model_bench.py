@@ -29,6 +29,10 @@ def test_model_benchmark_reports_consistent_numbers_on_tiny():
     text = benchmark.report(result)
     assert "decode batch   4" in text and "bandwidth bound" in text
     assert "robots a frame" not in text                     # not asked for
+    # no energy counter on a CPU: the fields stay empty and the report shows none
+    assert result.energy_source == "no energy counter on cpu"
+    assert result.chunk_joules == 0 and result.decode_joules_per_token == {}
+    assert "J/token" not in text and "energy" not in text
 
 
 def test_the_robots_in_a_frame_are_timed_each_and_divided_by_the_fewest():
