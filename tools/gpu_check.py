@@ -104,29 +104,42 @@ def stage_kernels(args) -> dict:
     return out
 
 
-def stage_parity(args) -> dict:
+def _model_and_prefix(args, pad_prompt: bool = False):
+    """(model, prefix): the preset's model (random weights, drawn on the device in the
+    dtype) and one observation's prefix (random views, a π0.5 prompt, padded to
+    max_prompt_tokens as π0.5 pads it where pad_prompt)."""
     import numpy as np
     import torch
 
-    from oxygen_ros.cache import attention
-    from oxygen_ros.cache.kv_cache import KVCache
     from oxygen_ros.model.config import preset
     from oxygen_ros.model.pi05 import Pi05Model
     from oxygen_ros.model.prefix import build_prefix
     from oxygen_ros.model.prompt import pi05_prompt
     from oxygen_ros.model.tokenizer import ByteTokenizer
 
-    dtype, device = getattr(torch, args.dtype), torch.device(args.device)
-    config = preset(args.preset)
+    device, config = torch.device(args.device), preset(args.preset)
     with device:
-        model = Pi05Model(config, seed=0, dtype=dtype).to(device).eval()
+        model = Pi05Model(config, seed=0, dtype=getattr(torch, args.dtype)).to(device).eval()
     rng = np.random.default_rng(0)
     cameras = ["base", "left_wrist", "right_wrist"][:config.num_cameras]
     size = config.vision.image_size
     images = {c: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for c in cameras}
     tokens = ByteTokenizer().encode(pi05_prompt("pick up the red cup", np.zeros(14),
                                                 config.state_dim))
-    prefix = build_prefix(config, cameras, images, tokens)
+    if pad_prompt:
+        tokens = (tokens * config.max_prompt_tokens)[:config.max_prompt_tokens]
+    return model, build_prefix(config, cameras, images, tokens)
+
+
+def stage_parity(args) -> dict:
+    import torch
+
+    from oxygen_ros.cache import attention
+    from oxygen_ros.cache.kv_cache import KVCache
+
+    dtype, device = getattr(torch, args.dtype), torch.device(args.device)
+    model, prefix = _model_and_prefix(args)
+    config = model.config
     noise = torch.randn(1, config.action_horizon, config.action_dim,
                         generator=torch.Generator().manual_seed(0))
 
@@ -177,29 +190,14 @@ def stage_bench_engine(args) -> dict:
 
 
 def stage_profile(args) -> dict:
-    import numpy as np
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     from oxygen_ros.cache.kv_cache import KVCache
-    from oxygen_ros.model.config import preset
-    from oxygen_ros.model.pi05 import Pi05Model
-    from oxygen_ros.model.prefix import build_prefix
-    from oxygen_ros.model.prompt import pi05_prompt
-    from oxygen_ros.model.tokenizer import ByteTokenizer
 
     dtype, device = getattr(torch, args.dtype), torch.device(args.device)
-    config = preset(args.preset)
-    with device:
-        model = Pi05Model(config, seed=0, dtype=dtype).to(device).eval()
-    rng = np.random.default_rng(0)
-    cameras = ["base", "left_wrist", "right_wrist"][:config.num_cameras]
-    size = config.vision.image_size
-    images = {c: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for c in cameras}
-    tokens = ByteTokenizer().encode(pi05_prompt("pick up the red cup", np.zeros(14),
-                                                config.state_dim))
-    tokens = (tokens * config.max_prompt_tokens)[:config.max_prompt_tokens]
-    prefix = build_prefix(config, cameras, images, tokens)
+    model, prefix = _model_and_prefix(args, pad_prompt=True)
+    config = model.config
     cache = KVCache.for_model(config, num_pages=256, page_size=16, dtype=dtype, device=device)
     noise = torch.randn(1, config.action_horizon, config.action_dim, device=device,
                         dtype=dtype)
