@@ -1,15 +1,17 @@
 """Configure and cleanup cycles do not leak: the inference process's resident memory levels
 off while observations and requests flow. Over 20 cycles after two warm-up cycles it grows
-by less than 16 MB (here 10-11 MB under load; without cleanup returning freed memory,
-engine/memory_release.py, 23-31 MB), and the last 10 cycles by less than 3 MB: a leak
-grows with every cycle, the allocator's warm-up levels off."""
+by less than 16 MB (6-11 MB measured, under load too; without cleanup returning freed
+memory, engine/memory_release.py, 23-31 MB: 1.2-1.5 MB a cycle), and the last 10 cycles by
+less than 6 MB: a leak grows with every cycle, the allocator's warm-up levels off, though
+slowly on some machines (the last 10 cycles took 1.4-4.2 MB on a 2-core AMD EPYC, the most
+beside a second test suite; 12-15 MB at the leak's rate)."""
 
 from graph_helpers import Lifecycle, Probe
 from lifecycle_msgs.msg import Transition
 from std_msgs.msg import String
 from test_lifecycle_and_ask import start_graph
 
-CYCLES, WARM_UP, BOUND_MB, LAST_HALF_MB = 20, 2, 16.0, 3.0
+CYCLES, WARM_UP, BOUND_MB, LAST_HALF_MB = 20, 2, 16.0, 6.0
 
 
 def rss_mb(pid: int) -> float:
