@@ -37,8 +37,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_bench_model(args: argparse.Namespace) -> int:
     """Model benchmark: load time and peak RSS, chunk latency, decode tokens/s, distance
-    from the bandwidth bound and the prefill's share of the matmul peak; one column per
-    dtype."""
+    from the bandwidth bound and the prefill's share of the matmul peak (on CUDA with NVML,
+    joules per chunk and per token too); one column per dtype."""
     from oxygen_ros.bench import model as benchmark
     from oxygen_ros.engine.threads import apply_torch_threads
 
