@@ -9,9 +9,8 @@ import torch
 
 
 class EnergyMeter:
-    def __init__(self, read_millijoules: Callable[[], int], source: str):
+    def __init__(self, read_millijoules: Callable[[], int]):
         self._read = read_millijoules
-        self.source = source
 
     @classmethod
     def open(cls, device: torch.device) -> tuple[Optional["EnergyMeter"], str]:
@@ -30,8 +29,8 @@ class EnergyMeter:
             pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
         except pynvml.NVMLError as error:
             return None, f"no energy numbers: NVML says {error}"
-        return (cls(lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle),
-                    f"NVML total energy, GPU {index}"), "")
+        return (cls(lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)),
+                f"NVML total energy, GPU {index}")
 
     def joules_per_call(self, work: Callable[[], object], seconds: float = 1.0,
                         max_calls: int = 0) -> tuple[float, float]:

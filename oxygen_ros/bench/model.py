@@ -165,7 +165,6 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
             cache.free(hit)
 
         chunk_joules, power_w = meter.joules_per_call(chunk_new)
-        energy_source = meter.source
     robots_ms = {count: _robots_chunk_ms(model, cache, count, prefix, noise, repeats)
                  for count in robots}
 

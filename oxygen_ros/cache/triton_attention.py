@@ -99,8 +99,9 @@ def _merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, num_rows, SPLITS: tl.constexpr
     for split in range(SPLITS):
         part = tl.load(acc_ptr + (rows[:, None] * SPLITS + split) * D + offs_d[None, :],
                        mask=rows[:, None] < num_rows, other=0.0)
-        w = tl.sum(tl.where(offs_s[None, :] == split, weight, 0.0), 1)
-        out += w[:, None] * part
+        m_s = tl.load(m_ptr + rows * SPLITS + split, mask=rows < num_rows,
+                      other=float("-inf"))
+        out += tl.exp(m_s - top)[:, None] * part
     out = out / tl.where(total > 0, total, 1.0)[:, None]
     tl.store(out_ptr + rows[:, None] * D + offs_d[None, :], out.to(out_ptr.dtype.element_ty),
              mask=rows[:, None] < num_rows)
