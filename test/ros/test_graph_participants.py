@@ -36,7 +36,9 @@ def test_participants_joining_and_leaving_leave_the_command_period_alone(
         start = time.monotonic()
         joiners = [processes.python("test/ros/nodes/joiner.py", processes.domain, VISITS,
                                     j * VISITS) for j in range(JOINERS)]
-        assert probe.spin(180.0, until=lambda: all(j.poll() is not None for j in joiners))
+        assert probe.spin(180.0, until=lambda: all(j.poll() is not None for j in joiners)), \
+            [f"joiner {j.pid} {'running' if j.poll() is None else 'ended'}: {''.join(j.lines)}"
+             for j in joiners]
         end = time.monotonic()
         visits = [line for j in joiners for line in j.lines if line.startswith("visit")]
         assert len(visits) == JOINERS * VISITS and all(v.endswith("ok\n") for v in visits), \

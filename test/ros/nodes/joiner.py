@@ -3,6 +3,7 @@ the inference node as the ros2 CLI does (node and topic lists, its parameters, a
 subscription to its commands), and leave again, one after another."""
 
 import sys
+import time
 
 import rclpy
 from rcl_interfaces.srv import GetParameters, ListParameters
@@ -27,7 +28,15 @@ def call(executor, client, request, attempts: int = 4, timeout_s: float = 5.0):
 
 
 def visit(index: int, domain: int) -> bool:
-    """One participant's life; True when it found the inference node and its commands."""
+    """One participant's life; True when it found the inference node and its commands.
+    Each phase's seconds are printed as it ends, for the test's message when one hangs."""
+    clock = [time.monotonic()]
+
+    def phase(name: str) -> None:
+        now = time.monotonic()
+        print(f"  {index} {name} {now - clock[0]:.2f} s", flush=True)
+        clock[0] = now
+
     context = Context()
     rclpy.init(context=context, domain_id=domain)
     node = Node(f"joiner_{index}", context=context)
@@ -38,23 +47,28 @@ def visit(index: int, domain: int) -> bool:
                              qos.COMMAND)
     listing = node.create_client(ListParameters, "/inference/list_parameters")
     getting = node.create_client(GetParameters, "/inference/get_parameters")
+    phase("join")
     try:
         if not listing.wait_for_service(timeout_sec=20.0):
             return False
+        phase("service")
         node.get_node_names_and_namespaces()
         node.get_topic_names_and_types()
         listed = call(executor, listing, ListParameters.Request())
         names = list(listed.result.names) if listed else []
         got = call(executor, getting, GetParameters.Request(names=names))
+        phase("parameters")
         for _ in range(200):
             if len(commands) >= 5:
                 break
             executor.spin_once(timeout_sec=0.05)
+        phase("commands")
         return bool(names) and got is not None and len(commands) >= 5
     finally:
         executor.shutdown()
         node.destroy_node()
         rclpy.shutdown(context=context)
+        phase("leave")
 
 
 def main() -> int:
