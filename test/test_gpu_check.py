@@ -31,6 +31,7 @@ def test_a_cpu_dry_run_completes_every_stage_and_writes_the_json(tmp_path):
         result.stdout[-3000:]
     assert stages["kernels"]["result"]["ok"] and stages["parity"]["result"]["ok"]
     assert stages["parity"]["result"]["tokens_agreeing"] == 24
+    assert stages["parity"]["result"]["guided_graph_difference"] < 1e-5
     assert stages["bench_model"]["result"]["eager"]["chunk_ms"] > 0
     assert set(stages["bench_engine"]["result"]["modes"]) == {"isolated", "shared_kv", "oxygen"}
     profiled = stages["profile"]["result"]

@@ -8,7 +8,8 @@ Stages, in order:
                 bfloat16 over random page layouts: max abs error per case
   parity        the whole model (--preset, random weights, --dtype) through the kernels
                 against the reference attention path: max action difference and how many
-                of 24 greedy tokens agree
+                of 24 greedy tokens agree; an RTC-guided chunk from the guided loop's CUDA
+                graph against the eager loop
   bench_model   bench-model at the preset's dims with 3 cameras: prefix prefill, denoising,
                 chunk from a new observation and from a cached prefix, decode tokens/s at
                 batch 1/4/16, decode step / (weight bytes / measured copy bandwidth),
@@ -161,9 +162,40 @@ def stage_parity(args) -> dict:
     first_diff = next((i for i, (a, b) in enumerate(zip(reference_text, kernel_text))
                        if a != b), None)
     difference = (kernel_actions - reference_actions).abs().max().item()
+    guided = _guided_graph_difference(model, prefix, noise, dtype, device)
+    tolerance = 1e-3 if dtype == torch.float32 else 5e-2
     return {"max_action_difference": difference, "tokens_agreeing": agree,
             "first_token_difference": first_diff, "tokens": 24,
-            "ok": difference <= (1e-3 if dtype == torch.float32 else 5e-2)}
+            "guided_graph_difference": guided,
+            "ok": difference <= tolerance and guided <= tolerance}
+
+
+def _guided_graph_difference(model, prefix, noise, dtype, device) -> float:
+    """Max difference between an RTC-guided chunk from the guided loop's CUDA graph (its
+    static path eagerly on a CPU) and from the eager loop."""
+    import torch
+
+    from oxygen_ros.cache.kv_cache import KVCache
+    from oxygen_ros.engine import rtc
+    from oxygen_ros.engine.rtc_graph import GuidedActionRunner
+    from oxygen_ros.engine.rtc_settings import RTCSettings
+    from oxygen_ros.model.cuda_graphs import CudaGraphs
+
+    config, settings = model.config, RTCSettings()
+    cache = KVCache.for_model(config, num_pages=128, page_size=16, dtype=dtype, device=device)
+    table = model.prefill(prefix, cache, reuse=False)
+    plan = torch.randn(config.action_horizon, config.action_dim,
+                       generator=torch.Generator().manual_seed(1))
+    guide = rtc.guide([(plan, 5)], noise, settings)
+    guide = rtc.Guide(guide.goal.to(device), guide.weights.to(device))
+    noise = noise.to(device)
+    inputs = model.action_inputs([table], cache)
+    eager = rtc.integrate(lambda x, t: model.velocity(inputs, x, t, cache), noise,
+                          config.num_denoise_steps, guide, settings)
+    graphs = CudaGraphs(model, cache, max_tokens=prefix.num_tokens + 64, buckets=(1,))
+    graphed = GuidedActionRunner(model, graphs, settings).run_guided(
+        model.action_inputs([table], cache), noise, guide)
+    return (graphed - eager).abs().max().item()
 
 
 def stage_bench_model(args) -> dict:

@@ -3,7 +3,7 @@ with the plain flow-matching sampler, or (chunk_switch rtc) guided by Real-Time 
 toward the plan in force, which it keeps in the model's normalized action space."""
 
 import math
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 import torch
@@ -13,6 +13,9 @@ from oxygen_ros.cache.page_table import PageTable
 from oxygen_ros.engine import rtc
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.model.pi05 import Pi05Model
+
+if TYPE_CHECKING:
+    from oxygen_ros.engine.rtc_graph import GuidedActionRunner
 
 
 class ActionTask:
@@ -80,10 +83,12 @@ class ActionTask:
 
 def run_together(tasks: Sequence[ActionTask], tables: Sequence[PageTable], cache: KVCache,
                  frame_ids: Sequence[int], stamps: Sequence[Optional[float]],
-                 delays_s: Sequence[float]) -> list[np.ndarray]:
+                 delays_s: Sequence[float],
+                 graph: Optional["GuidedActionRunner"] = None) -> list[np.ndarray]:
     """One batched action-expert pass for several tasks (robots), row i reading tables[i]
     and continuing tasks[i]'s own plan: each chunk is the one tasks[i].run would make
-    alone (same noise, same guidance). Each becomes its task's plan in force."""
+    alone (same noise, same guidance). Each becomes its task's plan in force. `graph`:
+    the guided loop as a CUDA graph, for the chunks it fits (one robot's)."""
     model = tasks[0].model
     noise = torch.cat([task.noise(frame_id) for task, frame_id in zip(tasks, frame_ids)]).to(
         model.device)       # the guide is made where the noise is
@@ -94,9 +99,12 @@ def run_together(tasks: Sequence[ActionTask], tables: Sequence[PageTable], cache
     else:
         settings = tasks[0].rtc
         inputs = model.action_inputs(tables, cache)
-        actions = rtc.integrate(lambda x, t: model.velocity(inputs, x, t, cache),
-                                noise, model.config.num_denoise_steps,
-                                rtc.guide(rows, noise, settings), settings)
+        guide = rtc.guide(rows, noise, settings)
+        if graph is not None and graph.fits(inputs):
+            actions = graph.run_guided(inputs, noise, guide)
+        else:
+            actions = rtc.integrate(lambda x, t: model.velocity(inputs, x, t, cache),
+                                    noise, model.config.num_denoise_steps, guide, settings)
     chunks = actions.detach().cpu()
     for task, row, stamp, chunk in zip(tasks, rows, stamps, chunks):
         task.inference_delay = 0 if row is None else row[1]

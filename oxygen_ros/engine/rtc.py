@@ -111,7 +111,8 @@ def guided_velocity(x_t: torch.Tensor, guidance: Guide, time: float,
         with torch.no_grad():    # no backward pass: no graph to record
             v = velocity(x_t).float()
         correction = (goal - (x_t - time * v)) * weights
-    return v - guidance_weight(time, settings.max_guidance_weight).to(v.device) * correction
+    # a Python number: no host-to-device copy, so the loop can be captured in a CUDA graph
+    return v - float(guidance_weight(time, settings.max_guidance_weight)) * correction
 
 
 def integrate(velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],

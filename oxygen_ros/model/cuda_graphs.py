@@ -89,7 +89,7 @@ class ActionRunner:
     """The whole denoising loop for one prefix over static input buffers."""
 
     def __init__(self, model: Pi05Model, cache: KVCache, max_pages: int, scratch_page: int,
-                 capture: bool):
+                 capture: bool, noise_dtype: Optional[torch.dtype] = None):
         config, device = model.config, model.device
         self.model, self.cache, self.max_pages = model, cache, max_pages
         self.scratch_page = scratch_page
@@ -98,10 +98,12 @@ class ActionRunner:
             block_tables=torch.full((1, max_pages), scratch_page, dtype=torch.int32,
                                     device=device))
         self.noise = torch.zeros(1, config.action_horizon, config.action_dim,
-                                 dtype=model.dtype, device=device)
-        self.graph, self.output = (
-            _capture(lambda: model.integrate(self.static, self.noise, cache))
-            if capture else (None, None))
+                                 dtype=noise_dtype or model.dtype, device=device)
+        self.graph, self.output = _capture(self.loop) if capture else (None, None)
+
+    def loop(self) -> torch.Tensor:
+        """What the graph holds: the computation over the static buffers."""
+        return self.model.integrate(self.static, self.noise, self.cache)
 
     def fits(self, inputs: ActionInputs) -> bool:
         return inputs.prefix_lens.shape[0] == 1 and inputs.block_tables.shape[1] <= self.max_pages
@@ -111,9 +113,10 @@ class ActionRunner:
         self.static.prefix_lens.copy_(inputs.prefix_lens)
         self.static.block_tables.fill_(self.scratch_page)
         self.static.block_tables[:, :pages].copy_(inputs.block_tables)
+        self.static.dense = None     # the CPU's gathered prefix belongs to the last tables
         self.noise.copy_(noise.to(self.noise.dtype))
         if self.graph is None:
-            return self.model.integrate(self.static, self.noise, self.cache)
+            return self.loop()
         self.graph.replay()
         return self.output.clone()
 

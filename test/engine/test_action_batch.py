@@ -9,7 +9,9 @@ import torch
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.engine.action_task import ActionTask, run_together
 from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.engine.rtc_graph import GuidedActionRunner
 from oxygen_ros.model.config import preset
+from oxygen_ros.model.cuda_graphs import CudaGraphs
 from oxygen_ros.model.pi05 import Pi05Model
 
 DT = 0.02
@@ -76,3 +78,27 @@ def test_more_robots_than_the_action_tier_holds_is_an_error(model, two_robots):
     tasks = [task(model) for _ in range(3)]
     with pytest.raises(ValueError, match="exceed the action tier"):
         run_together(tasks, tables + tables[:1], cache, [0, 1, 2], [0.0] * 3, [0.0] * 3)
+
+
+def test_the_guided_loops_static_path_makes_each_robots_chunk_and_leaves_two_to_eager(
+        model, two_robots):
+    """The CUDA-graph runner of the guided loop, run eagerly over its static buffers (capture
+    needs a GPU: tools/gpu_check.py): one robot after the other through the same buffers,
+    each chunk the eager loop's; two robots in a frame do not fit it."""
+    cache, tables = two_robots
+    graphs = CudaGraphs(model, cache, max_tokens=200, buckets=(1,), capture=False)
+    settings = task(model).rtc
+    graph = GuidedActionRunner(model, graphs, settings, capture=False)
+    stamp = 4 * DT
+    for table, seed, frame, delay in ((tables[0], 10, 7, 3 * DT), (tables[1], 11, 8, 6 * DT),
+                                      (tables[0], 12, 9, 2 * DT)):
+        eager = task(model, plan_seed=seed).run([table], cache, frame_id=frame, stamp=stamp,
+                                                delay_s=delay)
+        graphed_task = task(model, plan_seed=seed)
+        graphed = run_together([graphed_task], [table], cache, [frame], [stamp], [delay], graph)
+        np.testing.assert_allclose(graphed[0], eager, atol=1e-6)
+        assert graphed_task.guided and graphed_task.inference_delay == round(delay / DT)
+        assert (graph.guide.weights[0, :graphed_task.inference_delay] == 1).all()
+    assert not graph.fits(model.action_inputs(tables, cache))
+    with pytest.raises(ValueError, match="only 'error'"):
+        GuidedActionRunner(model, graphs, task(model, guidance="vjp").rtc, capture=False)

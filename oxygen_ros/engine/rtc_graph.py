@@ -1,0 +1,45 @@
+"""GuidedActionRunner: the Real-Time-Chunking-guided denoising loop of one robot's chunk
+(guidance ``error``, which needs no backward pass) over static buffers, captured as one
+CUDA graph like the plain loop (model/cuda_graphs.py). Eagerly, each guided step is a few
+hundred small kernel launches; the graph replays them as one.
+
+The plan in force's goal and weights are static buffers too, so one capture serves every
+frame. The vjp guidance, and frames serving several robots, run eagerly."""
+
+from typing import Optional
+
+import torch
+
+from oxygen_ros.engine import rtc
+from oxygen_ros.engine.rtc_settings import RTCSettings
+from oxygen_ros.model.cuda_graphs import ActionRunner, CudaGraphs
+from oxygen_ros.model.pi05 import ActionInputs, Pi05Model
+
+
+class GuidedActionRunner(ActionRunner):
+    def __init__(self, model: Pi05Model, graphs: CudaGraphs, settings: RTCSettings,
+                 capture: Optional[bool] = None):
+        if settings.guidance != "error":
+            raise ValueError(f"rtc_guidance {settings.guidance!r}: only 'error' runs in a "
+                             "CUDA graph (vjp needs a backward pass)")
+        config, device = model.config, model.device
+        self.settings = settings
+        shape = (1, config.action_horizon, config.action_dim)
+        self.guide = rtc.Guide(torch.zeros(shape, device=device),
+                               torch.zeros(shape[:2] + (1,), device=device))
+        capture = device.type == "cuda" if capture is None else capture
+        with torch.no_grad():
+            super().__init__(model, graphs.cache, graphs.max_pages, graphs.scratch_page,
+                             capture, noise_dtype=torch.float32)
+
+    def loop(self) -> torch.Tensor:
+        return rtc.integrate(lambda x, t: self.model.velocity(self.static, x, t, self.cache),
+                             self.noise, self.model.config.num_denoise_steps, self.guide,
+                             self.settings)
+
+    def run_guided(self, inputs: ActionInputs, noise: torch.Tensor,
+                   guide: rtc.Guide) -> torch.Tensor:
+        """rtc.integrate's chunk [1, H, A] (float32) for this prefix, noise and guide."""
+        self.guide.goal.copy_(guide.goal)
+        self.guide.weights.copy_(guide.weights)
+        return self.run(inputs, noise)
