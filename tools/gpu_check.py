@@ -8,8 +8,8 @@ Stages, in order:
                 bfloat16 over random page layouts: max abs error per case
   parity        the whole model (--preset, random weights, --dtype) through the kernels
                 against the reference attention path: max action difference and how many
-                of 24 greedy tokens agree; an RTC-guided chunk from the guided loop's CUDA
-                graph against the eager loop
+                of 24 greedy tokens agree; RTC-guided chunks of one and two robots from the
+                guided loop's CUDA graphs against the eager loop
   bench_model   bench-model at the preset's dims with 3 cameras: prefix prefill, denoising,
                 chunk from a new observation and from a cached prefix, decode tokens/s at
                 batch 1/4/16, decode step / (weight bytes / measured copy bandwidth),
@@ -171,8 +171,9 @@ def stage_parity(args) -> dict:
 
 
 def _guided_graph_difference(model, prefix, noise, dtype, device) -> float:
-    """Max difference between an RTC-guided chunk from the guided loop's CUDA graph (its
-    static path eagerly on a CPU) and from the eager loop."""
+    """Max difference between RTC-guided chunks from the guided loop's CUDA graphs (their
+    static paths eagerly on a CPU) and from the eager loop: one robot in a one-row graph,
+    two (the same view, different plans) in a two-row graph."""
     import torch
 
     from oxygen_ros.cache.kv_cache import KVCache
@@ -182,20 +183,25 @@ def _guided_graph_difference(model, prefix, noise, dtype, device) -> float:
     from oxygen_ros.model.cuda_graphs import CudaGraphs
 
     config, settings = model.config, RTCSettings()
-    cache = KVCache.for_model(config, num_pages=128, page_size=16, dtype=dtype, device=device)
-    table = model.prefill(prefix, cache, reuse=False)
-    plan = torch.randn(config.action_horizon, config.action_dim,
-                       generator=torch.Generator().manual_seed(1))
-    guide = rtc.guide([(plan, 5)], noise, settings)
-    guide = rtc.Guide(guide.goal.to(device), guide.weights.to(device))
-    noise = noise.to(device)
-    inputs = model.action_inputs([table], cache)
-    eager = rtc.integrate(lambda x, t: model.velocity(inputs, x, t, cache), noise,
-                          config.num_denoise_steps, guide, settings)
+    cache = KVCache.for_model(config, num_pages=128, page_size=16, action_batch=2,
+                              dtype=dtype, device=device)
+    tables = [model.prefill(prefix, cache, reuse=False) for _ in range(2)]
     graphs = CudaGraphs(model, cache, max_tokens=prefix.num_tokens + 64, buckets=(1,))
-    graphed = GuidedActionRunner(model, graphs, settings).run_guided(
-        model.action_inputs([table], cache), noise, guide)
-    return (graphed - eager).abs().max().item()
+    runners = {rows: GuidedActionRunner(model, graphs, settings, rows=rows) for rows in (1, 2)}
+    worst = 0.0
+    for rows in (1, 2):
+        plans = [(torch.randn(config.action_horizon, config.action_dim,
+                              generator=torch.Generator().manual_seed(row)), 5 + row)
+                 for row in range(rows)]
+        batch_noise = noise.expand(rows, -1, -1).to(device)
+        guide = rtc.guide(plans, batch_noise, settings)
+        inputs = model.action_inputs(tables[:rows], cache)
+        eager = rtc.integrate(lambda x, t: model.velocity(inputs, x, t, cache), batch_noise,
+                              config.num_denoise_steps, guide, settings)
+        graphed = runners[rows].run_guided(model.action_inputs(tables[:rows], cache),
+                                           batch_noise, guide)
+        worst = max(worst, (graphed - eager).abs().max().item())
+    return worst
 
 
 def stage_bench_model(args) -> dict:

@@ -84,11 +84,11 @@ class ActionTask:
 def run_together(tasks: Sequence[ActionTask], tables: Sequence[PageTable], cache: KVCache,
                  frame_ids: Sequence[int], stamps: Sequence[Optional[float]],
                  delays_s: Sequence[float],
-                 graph: Optional["GuidedActionRunner"] = None) -> list[np.ndarray]:
+                 graphs: Sequence["GuidedActionRunner"] = ()) -> list[np.ndarray]:
     """One batched action-expert pass for several tasks (robots), row i reading tables[i]
     and continuing tasks[i]'s own plan: each chunk is the one tasks[i].run would make
-    alone (same noise, same guidance). Each becomes its task's plan in force. `graph`:
-    the guided loop as a CUDA graph, for the chunks it fits (one robot's)."""
+    alone (same noise, same guidance). Each becomes its task's plan in force. `graphs`:
+    the guided loop as CUDA graphs, smallest first; the first that fits runs it."""
     model = tasks[0].model
     noise = torch.cat([task.noise(frame_id) for task, frame_id in zip(tasks, frame_ids)]).to(
         model.device)       # the guide is made where the noise is
@@ -100,7 +100,8 @@ def run_together(tasks: Sequence[ActionTask], tables: Sequence[PageTable], cache
         settings = tasks[0].rtc
         inputs = model.action_inputs(tables, cache)
         guide = rtc.guide(rows, noise, settings)
-        if graph is not None and graph.fits(inputs):
+        graph = next((graph for graph in graphs if graph.fits(inputs)), None)
+        if graph is not None:
             actions = graph.run_guided(inputs, noise, guide)
         else:
             actions = rtc.integrate(lambda x, t: model.velocity(inputs, x, t, cache),

@@ -74,7 +74,7 @@ class EngineConfig:
               "diagnostics WARN while its targets cannot be met)")
     # -- speed
     cuda_graphs: bool = parameter(True, "on CUDA: decode steps and the denoising loop "
-                                        "(also one robot's RTC-guided loop) as CUDA graphs")
+                                        "(also the RTC-guided loop) as CUDA graphs")
     torch_compile: bool = parameter(
         False, "torch.compile: on a CPU the vision tower, prefill, denoising step and decode "
                "step, compiled while the engine calibrates at start-up (minutes) and fixed "

@@ -37,7 +37,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         self.fleet_paths: dict[int, list[float]] = {}   # robots in a frame -> action paths
         self.admission_marks: dict[str, int] = {}      # robot -> its paths at the last change
         self.room_frames = 0           # frames in a row whose paths left room for one more
-        self.guided_graph = None       # CUDA: the RTC-guided loop of one robot's chunk
+        self.guided_graphs = []        # CUDA: the RTC-guided loop, per robot-count bucket
         if model.device.type == "cuda":
             self._speed_up()
         elif config.torch_compile:
@@ -47,7 +47,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
 
     def _speed_up(self) -> None:
         """CUDA only: compiled MLP blocks and CUDA graphs over this engine's cache."""
-        from oxygen_ros.engine.rtc_graph import GuidedActionRunner
+        from oxygen_ros.engine.rtc_graph import GuidedActionRunner, robot_buckets
         from oxygen_ros.model.cuda_graphs import CudaGraphs
 
         config = self.config
@@ -59,7 +59,9 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
             self.model.graphs = CudaGraphs(self.model, self.cache, longest)
             settings = self.robot.actions.rtc
             if settings is not None and settings.guidance == "error":
-                self.guided_graph = GuidedActionRunner(self.model, self.model.graphs, settings)
+                self.guided_graphs = [
+                    GuidedActionRunner(self.model, self.model.graphs, settings, rows=rows)
+                    for rows in robot_buckets(len(self.robots))]
 
     def calibrate(self, prompt_tokens: int = 8, steps: int = 3, action_paths: int = 3) -> None:
         """Measure the action path (prefill of a new observation + denoising) for 1, 2, ...
@@ -81,7 +83,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
                 if count == 1:   # the rate of one prefix: a preempted request's resume cost
                     self.costs.observe_prefill(prefix.num_tokens, self.clock.now() - started)
                 run_together([robot.actions for robot in robots[:count]], tables, self.cache,
-                             [-1] * count, [None] * count, [0.0] * count, self.guided_graph)
+                             [-1] * count, [None] * count, [0.0] * count, self.guided_graphs)
                 if run:  # the first is the cold one
                     samples.append(self.clock.now() - started)
                 for table in tables[1:]:
@@ -131,7 +133,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
                 [share.frame_id for share in served],
                 [share.observation.stamp for share in served],
                 [self.takeover_delay(share.robot, share.observation, began) for share in served],
-                self.guided_graph)
+                self.guided_graphs)
             chunks = [self.emit_chunk(share.frame_id, share.observation, chunk, start, began)
                       for share, chunk in zip(served, actions)]
         except Exception:

@@ -86,18 +86,19 @@ class DecodeRunner:
 
 
 class ActionRunner:
-    """The whole denoising loop for one prefix over static input buffers."""
+    """The whole denoising loop for up to `rows` prefixes over static input buffers; padding
+    rows read the scratch page (their action K/V go to the action tier's spare rows)."""
 
     def __init__(self, model: Pi05Model, cache: KVCache, max_pages: int, scratch_page: int,
-                 capture: bool, noise_dtype: Optional[torch.dtype] = None):
+                 capture: bool, noise_dtype: Optional[torch.dtype] = None, rows: int = 1):
         config, device = model.config, model.device
         self.model, self.cache, self.max_pages = model, cache, max_pages
-        self.scratch_page = scratch_page
+        self.scratch_page, self.rows = scratch_page, rows
         self.static = ActionInputs(
-            prefix_lens=torch.ones(1, dtype=torch.long, device=device),
-            block_tables=torch.full((1, max_pages), scratch_page, dtype=torch.int32,
+            prefix_lens=torch.ones(rows, dtype=torch.long, device=device),
+            block_tables=torch.full((rows, max_pages), scratch_page, dtype=torch.int32,
                                     device=device))
-        self.noise = torch.zeros(1, config.action_horizon, config.action_dim,
+        self.noise = torch.zeros(rows, config.action_horizon, config.action_dim,
                                  dtype=noise_dtype or model.dtype, device=device)
         self.graph, self.output = _capture(self.loop) if capture else (None, None)
 
@@ -106,19 +107,23 @@ class ActionRunner:
         return self.model.integrate(self.static, self.noise, self.cache)
 
     def fits(self, inputs: ActionInputs) -> bool:
-        return inputs.prefix_lens.shape[0] == 1 and inputs.block_tables.shape[1] <= self.max_pages
+        return (inputs.prefix_lens.shape[0] <= self.rows
+                and inputs.block_tables.shape[1] <= self.max_pages)
 
     def run(self, inputs: ActionInputs, noise: torch.Tensor) -> torch.Tensor:
-        pages = inputs.block_tables.shape[1]
-        self.static.prefix_lens.copy_(inputs.prefix_lens)
-        self.static.block_tables.fill_(self.scratch_page)
-        self.static.block_tables[:, :pages].copy_(inputs.block_tables)
-        self.static.dense = None     # the CPU's gathered prefix belongs to the last tables
-        self.noise.copy_(noise.to(self.noise.dtype))
+        rows, pages = inputs.block_tables.shape
+        static = self.static
+        static.prefix_lens.fill_(1)
+        static.prefix_lens[:rows].copy_(inputs.prefix_lens)
+        static.block_tables.fill_(self.scratch_page)
+        static.block_tables[:rows, :pages].copy_(inputs.block_tables)
+        static.dense = None     # the CPU's gathered prefix belongs to the last tables
+        self.noise.zero_()
+        self.noise[:rows].copy_(noise.to(self.noise.dtype))
         if self.graph is None:
-            return self.loop()
+            return self.loop()[:rows]
         self.graph.replay()
-        return self.output.clone()
+        return self.output[:rows].clone()
 
 
 class CudaGraphs:

@@ -9,7 +9,7 @@ import torch
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.engine.action_task import ActionTask, run_together
 from oxygen_ros.engine.config import EngineConfig
-from oxygen_ros.engine.rtc_graph import GuidedActionRunner
+from oxygen_ros.engine.rtc_graph import GuidedActionRunner, robot_buckets
 from oxygen_ros.model.config import preset
 from oxygen_ros.model.cuda_graphs import CudaGraphs
 from oxygen_ros.model.pi05 import Pi05Model
@@ -80,25 +80,39 @@ def test_more_robots_than_the_action_tier_holds_is_an_error(model, two_robots):
         run_together(tasks, tables + tables[:1], cache, [0, 1, 2], [0.0] * 3, [0.0] * 3)
 
 
-def test_the_guided_loops_static_path_makes_each_robots_chunk_and_leaves_two_to_eager(
+def test_the_guided_loops_static_path_makes_each_robots_chunk_with_padding_rows(
         model, two_robots):
-    """The CUDA-graph runner of the guided loop, run eagerly over its static buffers (capture
-    needs a GPU: tools/gpu_check.py): one robot after the other through the same buffers,
-    each chunk the eager loop's; two robots in a frame do not fit it."""
+    """The CUDA-graph runners of the guided loop, run eagerly over their static buffers
+    (capture needs a GPU: tools/gpu_check.py): one robot after the other through the same
+    buffers, one robot in a two-row runner beside a padding row, and two robots together;
+    each chunk is the eager loop's."""
     cache, tables = two_robots
     graphs = CudaGraphs(model, cache, max_tokens=200, buckets=(1,), capture=False)
     settings = task(model).rtc
-    graph = GuidedActionRunner(model, graphs, settings, capture=False)
+    assert robot_buckets(1) == [1] and robot_buckets(2) == [1, 2]
+    assert robot_buckets(5) == [1, 2, 4, 5]
+    one, two = (GuidedActionRunner(model, graphs, settings, capture=False, rows=rows)
+                for rows in robot_buckets(2))
     stamp = 4 * DT
-    for table, seed, frame, delay in ((tables[0], 10, 7, 3 * DT), (tables[1], 11, 8, 6 * DT),
-                                      (tables[0], 12, 9, 2 * DT)):
+    for runners, table, seed, frame, delay in (([one], tables[0], 10, 7, 3 * DT),
+                                               ([one], tables[1], 11, 8, 6 * DT),
+                                               ([two], tables[0], 12, 9, 2 * DT)):
         eager = task(model, plan_seed=seed).run([table], cache, frame_id=frame, stamp=stamp,
                                                 delay_s=delay)
         graphed_task = task(model, plan_seed=seed)
-        graphed = run_together([graphed_task], [table], cache, [frame], [stamp], [delay], graph)
+        graphed = run_together([graphed_task], [table], cache, [frame], [stamp], [delay],
+                               runners)
         np.testing.assert_allclose(graphed[0], eager, atol=1e-6)
         assert graphed_task.guided and graphed_task.inference_delay == round(delay / DT)
-        assert (graph.guide.weights[0, :graphed_task.inference_delay] == 1).all()
-    assert not graph.fits(model.action_inputs(tables, cache))
+        assert (runners[0].guide.weights[0, :graphed_task.inference_delay] == 1).all()
+    assert (two.guide.weights[1] == 0).all() and (two.static.block_tables[1] ==
+                                                 graphs.scratch_page).all()
+    delays = [3 * DT, 6 * DT]
+    eager = run_together([task(model, plan_seed=20), task(model, plan_seed=21)], tables, cache,
+                         [1, 2], [stamp] * 2, delays)
+    assert not one.fits(model.action_inputs(tables, cache))
+    graphed = run_together([task(model, plan_seed=20), task(model, plan_seed=21)], tables,
+                           cache, [1, 2], [stamp] * 2, delays, [one, two])
+    np.testing.assert_allclose(np.stack(graphed), np.stack(eager), atol=1e-6)
     with pytest.raises(ValueError, match="only 'error'"):
         GuidedActionRunner(model, graphs, task(model, guidance="vjp").rtc, capture=False)
