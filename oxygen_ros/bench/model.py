@@ -151,20 +151,15 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
     model.sample_actions([table], noise, cache)   # warm-up (a compiled step compiles)
     denoise_ms = _median_ms(lambda: model.sample_actions([table], noise, cache), repeats, dev)
 
-    def chunk_cached():
-        hit = model.prefill(sample, cache)
+    def chunk(observation):
+        hit = model.prefill(observation, cache)
         model.sample_actions([hit], noise, cache)
         cache.free(hit)
 
-    chunk_cached_ms = _median_ms(chunk_cached, repeats, dev)
+    chunk_cached_ms = _median_ms(lambda: chunk(sample), repeats, dev)
     power_w = chunk_joules = 0.0
-    if meter:
-        def chunk_new():
-            hit = model.prefill(prefix(1), cache)
-            model.sample_actions([hit], noise, cache)
-            cache.free(hit)
-
-        chunk_joules, power_w = meter.joules_per_call(chunk_new)
+    if meter:       # chunks from new observations
+        chunk_joules, power_w = meter.joules_per_call(lambda: chunk(prefix(1)))
     robots_ms = {count: _robots_chunk_ms(model, cache, count, prefix, noise, repeats)
                  for count in robots}
 
