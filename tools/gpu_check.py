@@ -157,7 +157,7 @@ def stage_parity(args) -> dict:
         return actions, text
 
     reference_actions, reference_text = run(False)
-    kernel_actions, kernel_text = run(True)
+    kernel_actions, kernel_text = run(True)      # the kernels stay on: the guided check too
     agree = sum(a == b for a, b in zip(reference_text, kernel_text))
     first_diff = next((i for i, (a, b) in enumerate(zip(reference_text, kernel_text))
                        if a != b), None)
@@ -198,8 +198,8 @@ def _guided_graph_difference(model, prefix, noise, dtype, device) -> float:
         inputs = model.action_inputs(tables[:rows], cache)
         eager = rtc.integrate(lambda x, t: model.velocity(inputs, x, t, cache), batch_noise,
                               config.num_denoise_steps, guide, settings)
-        graphed = runners[rows].run_guided(model.action_inputs(tables[:rows], cache),
-                                           batch_noise, guide)
+        graphed = runners[rows].run(model.action_inputs(tables[:rows], cache), batch_noise,
+                                    guide)
         worst = max(worst, (graphed - eager).abs().max().item())
     return worst
 

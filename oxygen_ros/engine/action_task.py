@@ -100,9 +100,10 @@ def run_together(tasks: Sequence[ActionTask], tables: Sequence[PageTable], cache
         settings = tasks[0].rtc
         inputs = model.action_inputs(tables, cache)
         guide = rtc.guide(rows, noise, settings)
-        graph = next((graph for graph in graphs if graph.fits(inputs)), None)
+        graph = next((graph for graph in graphs
+                      if graph.cache is cache and graph.fits(inputs)), None)
         if graph is not None:
-            actions = graph.run_guided(inputs, noise, guide)
+            actions = graph.run(inputs, noise, guide)
         else:
             actions = rtc.integrate(lambda x, t: model.velocity(inputs, x, t, cache),
                                     noise, model.config.num_denoise_steps, guide, settings)

@@ -38,17 +38,17 @@ class GuidedActionRunner(ActionRunner):
                              self.noise, self.model.config.num_denoise_steps, self.guide,
                              self.settings)
 
-    def run_guided(self, inputs: ActionInputs, noise: torch.Tensor,
-                   guide: rtc.Guide) -> torch.Tensor:
+    def run(self, inputs: ActionInputs, noise: torch.Tensor,
+            guide: rtc.Guide) -> torch.Tensor:
         """rtc.integrate's chunks [B, H, A] (float32) for these prefixes, noise and guide."""
         rows = guide.goal.shape[0]
         for static, given in ((self.guide.goal, guide.goal), (self.guide.weights, guide.weights)):
             static.zero_()
             static[:rows].copy_(given)
-        return self.run(inputs, noise)
+        return super().run(inputs, noise)
 
 
 def robot_buckets(robots: int) -> list[int]:
-    """Robot counts with a guided-loop graph: powers of two below `robots`, and `robots`
-    (the action tier holds no more rows)."""
-    return sorted({b for b in (1, 2, 4, 8, 16) if b < robots} | {robots})
+    """Robot counts with a guided-loop graph: the powers of two below `robots`, and
+    `robots` (the action tier holds no more rows)."""
+    return [1 << i for i in range((robots - 1).bit_length())] + [robots]

@@ -90,7 +90,8 @@ def test_the_guided_loops_static_path_makes_each_robots_chunk_with_padding_rows(
     graphs = CudaGraphs(model, cache, max_tokens=200, buckets=(1,), capture=False)
     settings = task(model).rtc
     assert robot_buckets(1) == [1] and robot_buckets(2) == [1, 2]
-    assert robot_buckets(5) == [1, 2, 4, 5]
+    assert robot_buckets(5) == [1, 2, 4, 5] and robot_buckets(8) == [1, 2, 4, 8]
+    assert robot_buckets(40) == [1, 2, 4, 8, 16, 32, 40]
     one, two = (GuidedActionRunner(model, graphs, settings, capture=False, rows=rows)
                 for rows in robot_buckets(2))
     stamp = 4 * DT
@@ -114,5 +115,12 @@ def test_the_guided_loops_static_path_makes_each_robots_chunk_with_padding_rows(
     graphed = run_together([task(model, plan_seed=20), task(model, plan_seed=21)], tables,
                            cache, [1, 2], [stamp] * 2, delays, [one, two])
     np.testing.assert_allclose(np.stack(graphed), np.stack(eager), atol=1e-6)
+    # a graph over another cache's pages is not used for this one's
+    other = KVCache.for_model(model.config, 128, 16, 2, model.dtype, model.device)
+    elsewhere = GuidedActionRunner(model, CudaGraphs(model, other, max_tokens=200, buckets=(1,),
+                                                     capture=False), settings, capture=False)
+    graphed = run_together([task(model, plan_seed=20)], tables[:1], cache, [1], [stamp],
+                           delays[:1], [elsewhere])
+    np.testing.assert_allclose(graphed[0], eager[0], atol=1e-6)
     with pytest.raises(ValueError, match="only 'error'"):
         GuidedActionRunner(model, graphs, task(model, guidance="vjp").rtc, capture=False)
