@@ -7,10 +7,14 @@ import torch
 from oxygen_ros.cache import paged_attention as reference
 
 
-def _use_triton(q: torch.Tensor, k_pages: torch.Tensor) -> bool:
-    page_size, head_dim = k_pages.shape[1], k_pages.shape[3]
-    return (q.is_cuda and page_size >= 16 and head_dim >= 16
+def kernels_fit(page_size: int, head_dim: int) -> bool:
+    """Whether the Triton kernels take pages of this size and heads of this width."""
+    return (page_size >= 16 and head_dim >= 16
             and not page_size & (page_size - 1) and not head_dim & (head_dim - 1))
+
+
+def _use_triton(q: torch.Tensor, k_pages: torch.Tensor) -> bool:
+    return q.is_cuda and kernels_fit(k_pages.shape[1], k_pages.shape[3])
 
 
 def decode_attention(q, k_pages, v_pages, block_tables, kv_lens, scale):

@@ -16,6 +16,7 @@ from typing import Optional
 
 import torch
 
+from oxygen_ros.cache.attention import kernels_fit
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.model.pi05 import ActionInputs, DecodeInputs, Pi05Model
 
@@ -133,6 +134,12 @@ class CudaGraphs:
     def __init__(self, model: Pi05Model, cache: KVCache, max_tokens: int,
                  buckets=DEFAULT_BUCKETS, capture: Optional[bool] = None):
         capture = model.device.type == "cuda" if capture is None else capture
+        page_size, head_dim = cache.page_size, cache.pool.k.shape[-1]
+        if capture and not kernels_fit(page_size, head_dim):
+            # the reference attention reads lengths back to the host: no capture
+            raise ValueError(f"cuda_graphs needs the Triton attention: page_size {page_size} "
+                             f"and head_dim {head_dim} must be powers of two >= 16 "
+                             "(set page_size, or cuda_graphs: false)")
         pages = cache.pool.allocate(1, "graph_scratch")
         if pages is None:
             raise ValueError("no free page for the CUDA graphs' scratch page")

@@ -3,6 +3,7 @@ scratch page, and the eager run of that static path equal to the plain decode an
 denoising (capture itself needs a GPU: tools/gpu_check.py checks it there)."""
 
 import numpy as np
+import pytest
 import torch
 
 from oxygen_ros.cache.kv_cache import KVCache
@@ -96,3 +97,13 @@ def test_static_denoising_equals_the_plain_sampler(tiny_model, make_prefix):
         tiny_model.graphs = None
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
     assert np.isfinite(got.numpy()).all()
+
+
+def test_pages_the_kernels_do_not_take_are_refused_before_any_capture(tiny_model):
+    """The reference attention reads lengths back to the host, which a CUDA graph cannot
+    hold: a page size the Triton kernels do not take is an error naming the way out."""
+    cache = KVCache.for_model(tiny_model.config, num_pages=16, page_size=24)
+    with pytest.raises(ValueError, match="page_size 24 .* cuda_graphs: false"):
+        CudaGraphs(tiny_model, cache, max_tokens=64, buckets=(1,), capture=True)
+    assert cache.pool.used_pages == 0        # nothing allocated
+    CudaGraphs(tiny_model, cache, max_tokens=64, buckets=(1,), capture=False)
