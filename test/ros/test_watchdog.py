@@ -26,7 +26,7 @@ def test_watchdog_stops_actions_reports_error_and_resumes(tmp_path, processes, r
     camera = start_camera(processes)
     probe = Probe(rclpy_context)
     # the probe's own observations too: on one loaded core it may discover camera_ingest
-    # after the commands flow (a clean-clone run under taskset -c 0 got none before the stop)
+    # only after the commands flow, and the stop is timed against its last observation
     assert probe.spin(60.0, until=lambda: len(probe.commands) > 100 and probe.observations), \
         f"{len(probe.commands)} commands, {len(probe.observations)} observations"
 
