@@ -2,7 +2,8 @@
 (real rclpy, separate processes): more Ask clients at once than max_pending_requests are
 each accepted or rejected, the accepted all finish, and the counters add up; a goal still
 decoding at Ctrl-C gets its result (finish_reason shutdown) before the process exits;
-request ids go on counting across a cleanup and configure."""
+request ids go on counting across a cleanup and configure; a goal whose acceptance cannot
+reach its client still runs and frees its place."""
 
 import os
 import signal
@@ -10,6 +11,7 @@ import signal
 from graph_helpers import Lifecycle, Probe
 from lifecycle_msgs.msg import Transition
 from rclpy.action import ActionClient
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 from test_lifecycle_and_ask import start_graph
 
@@ -30,10 +32,15 @@ def test_more_goals_at_once_than_the_limit_are_all_answered_and_counted(
         assert all(c.wait_for_server(timeout_sec=60.0) for c in clients), \
             "".join(node.lines)[-2000:]
         assert probe.spin(60.0, until=lambda: len(probe.chunks) >= 3)
+        # as docs/requests.md advises: ask once the node has discovered every client (on a
+        # loaded machine its answer to a client it has not yet matched is lost)
+        assert probe.spin(60.0, until=lambda: probe.counter("inference", "ask_clients")
+                          >= len(clients)), probe.counter("inference", "ask_clients")
         sent = [c.send_goal_async(Ask.Goal(question=f"question {i}", max_tokens=40))
                 for i, c in enumerate(clients)]
         assert probe.spin(60.0, until=lambda: all(g.done() for g in sent)), \
-            f"{sum(not g.done() for g in sent)} of {len(sent)} goals never answered"
+            (f"{sum(not g.done() for g in sent)} of {len(sent)} goals never answered",
+             "".join(node.lines)[-2000:])
         handles = [g.result() for g in sent if g.result().accepted]
         rejected = len(sent) - len(handles)
         assert LIMIT <= len(handles) < len(sent) and rejected > 0, len(handles)
@@ -54,6 +61,41 @@ def test_more_goals_at_once_than_the_limit_are_all_answered_and_counted(
     finally:
         for client in clients:
             client.destroy()
+        probe.close()
+
+
+def test_a_goal_whose_acceptance_cannot_reach_its_client_still_runs_and_frees_its_place(
+        processes, tmp_path, rclpy_context):
+    _, node, _ = start_graph(processes, tmp_path, max_pending_requests=2, stop_at_eos=False)
+    probe = Probe(rclpy_context)
+    # a client whose answer reader asks for transient-local durability matches no writer of
+    # the server's (volatile): the server accepts its goals and cannot tell it so (rclpy
+    # warns "failed to send response (timeout)"), runs them all the same, and their places
+    # come back when their answers end
+    deaf = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    deaf_client = ActionClient(probe.node, Ask, "/oxygen/ask", goal_service_qos_profile=deaf)
+    client = ActionClient(probe.node, Ask, "/oxygen/ask")
+    try:
+        assert client.wait_for_server(timeout_sec=60.0), "".join(node.lines)[-2000:]
+        # (the deaf client's wait_for_server never returns True: rmw counts its answer side)
+        assert probe.spin(60.0, until=lambda: probe.counter("inference", "ask_clients") == 2)
+        assert probe.spin(60.0, until=lambda: len(probe.chunks) >= 3)
+        unanswered = [deaf_client.send_goal_async(Ask.Goal(question=f"deaf {i}", max_tokens=5))
+                      for i in range(2)]
+        ran = lambda: probe.counter("inference", "dialogue_length")  # noqa: E731
+        assert probe.spin(60.0, until=lambda: ran() == 2
+                          and probe.counter("inference", "pending_dialogue") == 0), \
+            (ran(), "".join(node.lines)[-2000:])
+        assert not any(g.done() for g in unanswered)
+        sent = client.send_goal_async(Ask.Goal(question="and me?", max_tokens=5))
+        assert probe.spin(60.0, until=sent.done) and sent.result().accepted
+        result = sent.result().get_result_async()
+        assert probe.spin(60.0, until=result.done)
+        assert result.result().result.finish_reason == "length"
+    finally:
+        deaf_client.destroy()
+        client.destroy()
         probe.close()
 
 
