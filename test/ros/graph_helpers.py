@@ -118,6 +118,17 @@ class Probe:
 RESEND_S = 10.0
 
 
+def ask_ready(probe, clients, node, timeout: float = 60.0) -> None:
+    """Every Ask client sees the server, and the inference node counts them all in
+    /diagnostics (ask_clients): a goal sent sooner can lose its response on a loaded machine,
+    the server's writer not yet matched with the client's reader (docs/requests.md)."""
+    assert all(c.wait_for_server(timeout_sec=timeout) for c in clients), \
+        "".join(node.lines)[-2000:]
+    counted = lambda: probe.counter("inference", "ask_clients")  # noqa: E731
+    assert probe.spin(timeout, until=lambda: counted() >= len(clients)), \
+        (counted(), len(clients), "".join(node.lines)[-2000:])
+
+
 def call(probe, client, request, node, timeout: float = 30.0):
     """The service's response within `timeout` s. An unanswered request is sent again every
     RESEND_S: a response can be lost when the server's response writer has not yet matched

@@ -8,7 +8,7 @@ reach its client still runs and frees its place."""
 import os
 import signal
 
-from graph_helpers import Lifecycle, Probe
+from graph_helpers import Lifecycle, Probe, ask_ready
 from lifecycle_msgs.msg import Transition
 from rclpy.action import ActionClient
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -29,13 +29,8 @@ def test_more_goals_at_once_than_the_limit_are_all_answered_and_counted(
     clients = [ActionClient(probe.node, Ask, "/oxygen/ask", **ask_client_qos(3 * LIMIT))
                for _ in range(3 * LIMIT)]
     try:
-        assert all(c.wait_for_server(timeout_sec=60.0) for c in clients), \
-            "".join(node.lines)[-2000:]
+        ask_ready(probe, clients, node)
         assert probe.spin(60.0, until=lambda: len(probe.chunks) >= 3)
-        # as docs/requests.md advises: ask once the node has discovered every client (on a
-        # loaded machine its answer to a client it has not yet matched is lost)
-        assert probe.spin(60.0, until=lambda: probe.counter("inference", "ask_clients")
-                          >= len(clients)), probe.counter("inference", "ask_clients")
         sent = [c.send_goal_async(Ask.Goal(question=f"question {i}", max_tokens=40))
                 for i, c in enumerate(clients)]
         assert probe.spin(60.0, until=lambda: all(g.done() for g in sent)), \
@@ -77,8 +72,9 @@ def test_a_goal_whose_acceptance_cannot_reach_its_client_still_runs_and_frees_it
     deaf_client = ActionClient(probe.node, Ask, "/oxygen/ask", goal_service_qos_profile=deaf)
     client = ActionClient(probe.node, Ask, "/oxygen/ask")
     try:
+        # (not ask_ready: the deaf client's wait_for_server never returns True, as rmw
+        # counts its answer side)
         assert client.wait_for_server(timeout_sec=60.0), "".join(node.lines)[-2000:]
-        # (the deaf client's wait_for_server never returns True: rmw counts its answer side)
         assert probe.spin(60.0, until=lambda: probe.counter("inference", "ask_clients") == 2)
         assert probe.spin(60.0, until=lambda: len(probe.chunks) >= 3)
         unanswered = [deaf_client.send_goal_async(Ask.Goal(question=f"deaf {i}", max_tokens=5))
@@ -105,7 +101,7 @@ def test_a_goal_decoding_at_ctrl_c_gets_its_result_with_finish_reason_shutdown(
     probe = Probe(rclpy_context)
     client = ActionClient(probe.node, Ask, "/oxygen/ask")
     try:
-        assert client.wait_for_server(timeout_sec=60.0), "".join(node.lines)[-2000:]
+        ask_ready(probe, [client], node)
         assert probe.spin(60.0, until=lambda: len(probe.chunks) >= 3)
         feedback = []
         sent = client.send_goal_async(Ask.Goal(question="tell me a long story", max_tokens=5000),
@@ -156,7 +152,7 @@ def test_request_ids_go_on_counting_across_cleanup_and_configure(
         assert probe.spin(60.0, until=lambda: len([m for m in probe.dialogue if m.final])
                           > finals)
         topic_id = [m for m in probe.dialogue if m.final][-1].request_id
-        assert client.wait_for_server(timeout_sec=60.0)
+        ask_ready(probe, [client], node)
         sent = client.send_goal_async(Ask.Goal(question="and now?"))
         assert probe.spin(60.0, until=sent.done) and sent.result().accepted
         result = sent.result().get_result_async()

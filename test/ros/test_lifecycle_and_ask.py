@@ -3,7 +3,7 @@ a managed node driven through its lifecycle services, and dialogue as the Ask ac
 
 import time
 
-from graph_helpers import Lifecycle, Probe, executable, write_params
+from graph_helpers import Lifecycle, Probe, ask_ready, executable, write_params
 from lifecycle_msgs.msg import Transition
 from rclpy.action import ActionClient
 from std_msgs.msg import String
@@ -95,7 +95,7 @@ def test_ask_streams_the_answer_of_the_topic_path_cancels_and_rejects_beyond_the
     probe = Probe(rclpy_context)
     client = ActionClient(probe.node, Ask, "/oxygen/ask")
     try:
-        assert client.wait_for_server(timeout_sec=30.0), "".join(node.lines)[-2000:]
+        ask_ready(probe, [client], node)
         assert probe.spin(20.0, until=lambda: len(probe.chunks) >= 3)
         # no new observations: both paths read the same newest prefix
         processes.stop(camera, ingest)
