@@ -38,7 +38,7 @@ from oxygen_ros.engine.memory_release import return_freed_memory
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.engine.threads import apply_torch_threads
 from oxygen_ros.model.loading import load_model
-from oxygen_ros.ros import diagnostics, inference_health, qos, ros_parameters
+from oxygen_ros.ros import diagnostics, inference_health, lost_responses, qos, ros_parameters
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.node_entities import destroy_entities
@@ -58,6 +58,7 @@ class InferenceNode(LifecycleNode):
         ros_parameters.refuse_bad_values(self, inference_specs(), inference_config,
                                          lambda: None if self.engine is None else CONFIGURED)
         self.counters: Counter = Counter()             # the node's own: engine errors
+        lost_responses.install()
         self.engine: Optional[OxygenEngine] = None
         self.configure_error: Optional[Exception] = None
         self._active = False
@@ -233,6 +234,7 @@ class InferenceNode(LifecycleNode):
             "tokens_per_s": (engine.counters["tokens"] - tokens_before) / max(now - since, 1e-6),
         } | inference_health.engine_values(engine) | {
             "cancelled_requests": engine.counters["cancelled_requests"],
+            "lost_responses": lost_responses.count(),
         } | {f"kv_bytes_{owner}": n for owner, n in engine.cache.pool.bytes_by_owner().items()} \
           | dict(self.counters)
         statuses = [port.status(shared, self._thread.is_alive(), self._active, self.dry_run,

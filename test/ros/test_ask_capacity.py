@@ -3,7 +3,7 @@
 each accepted or rejected, the accepted all finish, and the counters add up; a goal still
 decoding at Ctrl-C gets its result (finish_reason shutdown) before the process exits;
 request ids go on counting across a cleanup and configure; a goal whose acceptance cannot
-reach its client still runs and frees its place."""
+reach its client still runs, frees its place and is counted as a lost response."""
 
 import os
 import signal
@@ -35,7 +35,7 @@ def test_more_goals_at_once_than_the_limit_are_all_answered_and_counted(
                 for i, c in enumerate(clients)]
         assert probe.spin(60.0, until=lambda: all(g.done() for g in sent)), \
             (f"{sum(not g.done() for g in sent)} of {len(sent)} goals never answered",
-             "".join(node.lines)[-2000:])
+             probe.counter("inference", "lost_responses"), "".join(node.lines)[-2000:])
         handles = [g.result() for g in sent if g.result().accepted]
         rejected = len(sent) - len(handles)
         assert LIMIT <= len(handles) < len(sent) and rejected > 0, len(handles)
@@ -64,9 +64,9 @@ def test_a_goal_whose_acceptance_cannot_reach_its_client_still_runs_and_frees_it
     _, node, _ = start_graph(processes, tmp_path, max_pending_requests=2, stop_at_eos=False)
     probe = Probe(rclpy_context)
     # a client whose answer reader asks for transient-local durability matches no writer of
-    # the server's (volatile): the server accepts its goals and cannot tell it so (rclpy
-    # warns "failed to send response (timeout)"), runs them all the same, and their places
-    # come back when their answers end
+    # the server's (volatile): the server accepts its goals and cannot tell it so (each a
+    # lost response in /diagnostics), runs them all the same, and their places come back
+    # when their answers end
     deaf = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                       durability=DurabilityPolicy.TRANSIENT_LOCAL)
     deaf_client = ActionClient(probe.node, Ask, "/oxygen/ask", goal_service_qos_profile=deaf)
@@ -80,9 +80,12 @@ def test_a_goal_whose_acceptance_cannot_reach_its_client_still_runs_and_frees_it
         unanswered = [deaf_client.send_goal_async(Ask.Goal(question=f"deaf {i}", max_tokens=5))
                       for i in range(2)]
         ran = lambda: probe.counter("inference", "dialogue_length")  # noqa: E731
-        assert probe.spin(60.0, until=lambda: ran() == 2
+        lost = lambda: probe.counter("inference", "lost_responses")  # noqa: E731
+        assert probe.spin(60.0, until=lambda: ran() == 2 and lost() == 2
                           and probe.counter("inference", "pending_dialogue") == 0), \
-            (ran(), "".join(node.lines)[-2000:])
+            (ran(), lost(), "".join(node.lines)[-2000:])
+        log = "".join(node.lines)
+        assert log.count("failed to send response (timeout)") == 1, log[-2000:]  # the first
         assert not any(g.done() for g in unanswered)
         sent = client.send_goal_async(Ask.Goal(question="and me?", max_tokens=5))
         assert probe.spin(60.0, until=sent.done) and sent.result().accepted
