@@ -14,18 +14,15 @@ MESSAGE = "failed to send response"
 
 _lock = threading.Lock()
 _count = 0
-_installed = False
 
 
 def install() -> None:
-    """Count from now on (idempotent; the count is the process's)."""
-    global _installed
-    with _lock:
-        if _installed:
-            return
-        _installed = True
+    """Count from now on (the count is the process's). Idempotent; again after a
+    warnings.catch_warnings() block has put the previous hook back."""
     warnings.filterwarnings("always", message=MESSAGE, category=RuntimeWarning)
     show = warnings.showwarning
+    if getattr(show, "counts_lost_responses", False):
+        return
 
     def count_and_show(message, category, filename, lineno, file=None, line=None):
         global _count
@@ -36,6 +33,7 @@ def install() -> None:
                     return
         show(message, category, filename, lineno, file, line)
 
+    count_and_show.counts_lost_responses = True
     warnings.showwarning = count_and_show
 
 
