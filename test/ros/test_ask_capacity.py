@@ -146,7 +146,7 @@ def test_request_ids_go_on_counting_across_cleanup_and_configure(
     client = ActionClient(probe.node, Ask, "/oxygen/ask")
 
     def transition(transition_id):
-        assert lifecycle.transition(transition_id)
+        assert lifecycle.transition(transition_id), "".join(node.lines)[-3000:]
 
     def ask_both():
         """A topic request and a goal: (topic request id, goal request id)."""
