@@ -157,6 +157,31 @@ def _call(probe, client, request, node, timeout: float):
                          + "".join(node.lines)[-3000:])
 
 
+def results(probe, handles, node, timeout: float = 60.0) -> list:
+    """Each accepted Ask goal's GetResult response, in order. A result request unanswered
+    for RESEND_S is sent again, for the lost response `call` describes: the server keeps a
+    finished goal's result (result_timeout), so asking twice is harmless."""
+    deadline = time.monotonic() + timeout
+    asked = [[handle.get_result_async()] for handle in handles]
+
+    def first(futures):
+        return next((f for f in futures if f.done()), None)
+
+    while True:
+        if probe.spin(min(RESEND_S, max(0.0, deadline - time.monotonic())),
+                      until=lambda: all(first(futures) for futures in asked)):
+            return [first(futures).result() for futures in asked]
+        if time.monotonic() >= deadline:
+            break
+        for handle, futures in zip(handles, asked):
+            if first(futures) is None:
+                futures.append(handle.get_result_async())
+    raise AssertionError(f"{sum(first(f) is None for f in asked)} of {len(handles)} goals "
+                         f"gave no result in {timeout:.0f} s (asked {max(map(len, asked))} "
+                         f"times; node running: {node.poll() is None}):\n"
+                         + "".join(node.lines)[-3000:])
+
+
 class Lifecycle:
     """The inference node's lifecycle services, as the probe calls them."""
 

@@ -8,7 +8,7 @@ reach its client still runs, frees its place and is counted as a lost response."
 import os
 import signal
 
-from graph_helpers import Lifecycle, Probe, ask_ready
+from graph_helpers import Lifecycle, Probe, ask_ready, results
 from lifecycle_msgs.msg import Transition
 from rclpy.action import ActionClient
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -39,12 +39,10 @@ def test_more_goals_at_once_than_the_limit_are_all_answered_and_counted(
         handles = [g.result() for g in sent if g.result().accepted]
         rejected = len(sent) - len(handles)
         assert LIMIT <= len(handles) < len(sent) and rejected > 0, len(handles)
-        results = [h.get_result_async() for h in handles]
-        assert probe.spin(120.0, until=lambda: all(r.done() for r in results)), \
-            f"{sum(not r.done() for r in results)} accepted goals never finished"
-        reasons = [r.result().result.finish_reason for r in results]
+        answers = [r.result for r in results(probe, handles, node, timeout=120.0)]
+        reasons = [answer.finish_reason for answer in answers]
         assert reasons == ["length"] * len(handles), reasons
-        assert all(len(r.result().result.answer) > 0 for r in results)
+        assert all(len(answer.answer) > 0 for answer in answers)
 
         def counted():
             return (probe.counter("inference", "rejected_goals"),
@@ -89,9 +87,8 @@ def test_a_goal_whose_acceptance_cannot_reach_its_client_still_runs_and_frees_it
         assert not any(g.done() for g in unanswered)
         sent = client.send_goal_async(Ask.Goal(question="and me?", max_tokens=5))
         assert probe.spin(60.0, until=sent.done) and sent.result().accepted
-        result = sent.result().get_result_async()
-        assert probe.spin(60.0, until=result.done)
-        assert result.result().result.finish_reason == "length"
+        result, = results(probe, [sent.result()], node)
+        assert result.result.finish_reason == "length"
     finally:
         deaf_client.destroy()
         client.destroy()
@@ -158,9 +155,8 @@ def test_request_ids_go_on_counting_across_cleanup_and_configure(
         ask_ready(probe, [client], node)
         sent = client.send_goal_async(Ask.Goal(question="and now?"))
         assert probe.spin(60.0, until=sent.done) and sent.result().accepted
-        result = sent.result().get_result_async()
-        assert probe.spin(60.0, until=result.done)
-        return topic_id, result.result().result.request_id
+        result, = results(probe, [sent.result()], node)
+        return topic_id, result.result.request_id
 
     try:
         ids = []

@@ -3,7 +3,7 @@ a managed node driven through its lifecycle services, and dialogue as the Ask ac
 
 import time
 
-from graph_helpers import Lifecycle, Probe, ask_ready, executable, write_params
+from graph_helpers import Lifecycle, Probe, ask_ready, executable, results, write_params
 from lifecycle_msgs.msg import Transition
 from rclpy.action import ActionClient
 from std_msgs.msg import String
@@ -70,7 +70,7 @@ def test_lifecycle_transitions_gate_the_commands_and_load_the_weights_once(
         probe.close()
 
 
-def ask(probe, client, question, max_tokens=0, cancel_after=None):
+def ask(probe, client, node, question, max_tokens=0, cancel_after=None):
     """Send a goal; (accepted, feedback texts, result, status)."""
     feedback = []
     sent = client.send_goal_async(Ask.Goal(question=question, max_tokens=max_tokens),
@@ -82,9 +82,8 @@ def ask(probe, client, question, max_tokens=0, cancel_after=None):
     if cancel_after is not None:
         assert probe.spin(20.0, until=lambda: len(feedback) >= cancel_after)
         handle.cancel_goal_async()
-    result = handle.get_result_async()
-    assert probe.spin(30.0, until=result.done), "no result"
-    return True, feedback, result.result().result, result.result().status
+    result, = results(probe, [handle], node)
+    return True, feedback, result.result, result.status
 
 
 def test_ask_streams_the_answer_of_the_topic_path_cancels_and_rejects_beyond_the_queue(
@@ -101,7 +100,7 @@ def test_ask_streams_the_answer_of_the_topic_path_cancels_and_rejects_beyond_the
         processes.stop(camera, ingest)
         probe.spin(1.0)
 
-        accepted, feedback, result, status = ask(probe, client, "what do you see?")
+        accepted, feedback, result, status = ask(probe, client, node, "what do you see?")
         assert accepted and status == 4 and result.finish_reason == "length"  # SUCCEEDED
         assert [f.seq for f in feedback] == list(range(len(feedback)))
         assert "".join(f.text for f in feedback) == result.answer and result.answer
@@ -118,7 +117,7 @@ def test_ask_streams_the_answer_of_the_topic_path_cancels_and_rejects_beyond_the
         pages = lambda: int(probe.diagnostics["oxygen_ros: inference"][2]["kv_pages_in_use"])  # noqa: E731
         probe.spin(1.2)
         idle_pages = pages()
-        accepted, feedback, result, status = ask(probe, client, "tell me a long story",
+        accepted, feedback, result, status = ask(probe, client, node, "tell me a long story",
                                                  max_tokens=400, cancel_after=2)
         assert accepted and status == 5 and result.finish_reason == "cancelled"  # CANCELED
         assert 2 <= len(feedback) and len(result.answer) < 400
