@@ -16,7 +16,8 @@ queue_full; both are counted (rejected_goals, rejected_requests). An accepted go
 place from acceptance until its execution submits it, so goals accepted at once never
 outnumber the places. The action's goal, cancel and result services and its feedback queue
 hold ask_queue_depth(max_pending_requests) messages each, so that many clients asking at
-once are all answered (accepted or rejected); the request topic holds 1000.
+once are all answered (accepted or rejected); a finished goal's result can be asked for
+again for RESULT_KEPT_S; the request topic holds 1000.
 
 Shutdown: wind_down() ends every open goal with finish_reason shutdown (aborted) and
 rejects new ones; the node keeps spinning until winding_down() is False so the results
@@ -38,6 +39,9 @@ from oxygen_ros.ros import conversions
 
 MAX_REQUEST_CHARS = 4096   # longer request text is cut before tokenization (and counted)
 ASK_QUEUE_FACTOR, ASK_QUEUE_MIN, ASK_QUEUE_MAX = 4, 10, 4096
+# how long a finished goal's result can be asked for again: Jazzy's rclpy default; Kilted's
+# (10 s) left a client whose first result response was lost with status UNKNOWN
+RESULT_KEPT_S = 900
 
 
 def ask_queue_depth(max_pending_requests: int) -> int:
@@ -106,7 +110,8 @@ class DialogueRouter:
             server.destroy()
         server = ActionServer(self.node, Ask, key[0], execute_callback=self._execute,
                               goal_callback=self._on_goal, cancel_callback=self._on_cancel,
-                              callback_group=ReentrantCallbackGroup(), **ask_qos(key[1]))
+                              callback_group=ReentrantCallbackGroup(),
+                              result_timeout=RESULT_KEPT_S, **ask_qos(key[1]))
         server.oxygen_key = key
         return server
 

@@ -19,6 +19,7 @@ from oxygen_ros.action import Ask
 from oxygen_ros.ros.dialogue_router import ask_client_qos
 
 LIMIT = 8
+RESULT_ASKED_AGAIN_AFTER_S = 12.0   # past Kilted rclpy's default result_timeout (10 s)
 
 
 def test_more_goals_at_once_than_the_limit_are_all_answered_and_counted(
@@ -89,6 +90,10 @@ def test_a_goal_whose_acceptance_cannot_reach_its_client_still_runs_and_frees_it
         assert probe.spin(60.0, until=sent.done) and sent.result().accepted
         result, = results(probe, [sent.result()], node)
         assert result.result.finish_reason == "length"
+        # a client that heard nothing can ask for the result again, long after it ended
+        probe.spin(RESULT_ASKED_AGAIN_AFTER_S)
+        again, = results(probe, [sent.result()], node)
+        assert (again.status, again.result) == (result.status, result.result), again
     finally:
         deaf_client.destroy()
         client.destroy()
