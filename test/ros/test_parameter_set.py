@@ -25,7 +25,7 @@ BAD = [  # values a hostile client once set successfully: (name, value, the reas
 
 
 class Parameters:
-    """A node's parameter services as `ros2 param` calls them, each request sent again while
+    """A node's parameter services (those `ros2 param` calls), each request sent again while
     unanswered (graph_helpers.call): setting or reading a parameter twice is harmless."""
 
     def __init__(self, probe, node, name: str):
