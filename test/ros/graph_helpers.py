@@ -143,42 +143,31 @@ def _call(probe, client, request, node, timeout: float):
     """(the first response, how many times the request was sent)."""
     deadline = time.monotonic() + timeout
     assert client.wait_for_service(timeout_sec=timeout), client.srv_name
+    return _resend(probe, lambda: client.call_async(request), node, deadline, client.srv_name)
+
+
+def results(probe, handles, node, timeout: float = 60.0) -> list:
+    """Each accepted Ask goal's GetResult response, in order, asked for again while
+    unanswered (a result response can be lost as `call` describes): the server keeps a
+    finished goal's result (result_timeout), so asking twice is harmless."""
+    return [_resend(probe, handle.get_result_async, node, time.monotonic() + timeout,
+                    "the Ask result service")[0] for handle in handles]
+
+
+def _resend(probe, send, node, deadline: float, what: str):
+    """(the first answer to send()'s request, how many times it was sent): sent again
+    every RESEND_S while unanswered, until the deadline."""
     futures = []
 
     def answered():
         return any(future.done() for future in futures)
 
     while time.monotonic() < deadline:
-        futures.append(client.call_async(request))
+        futures.append(send())
         if probe.spin(min(RESEND_S, deadline - time.monotonic()), until=answered):
             return next(f for f in futures if f.done()).result(), len(futures)
-    raise AssertionError(f"{client.srv_name} did not answer {len(futures)} requests in "
-                         f"{timeout:.0f} s (node running: {node.poll() is None}):\n"
-                         + "".join(node.lines)[-3000:])
-
-
-def results(probe, handles, node, timeout: float = 60.0) -> list:
-    """Each accepted Ask goal's GetResult response, in order. A result request unanswered
-    for RESEND_S is sent again, for the lost response `call` describes: the server keeps a
-    finished goal's result (result_timeout), so asking twice is harmless."""
-    deadline = time.monotonic() + timeout
-    asked = [[handle.get_result_async()] for handle in handles]
-
-    def first(futures):
-        return next((f for f in futures if f.done()), None)
-
-    while True:
-        if probe.spin(min(RESEND_S, max(0.0, deadline - time.monotonic())),
-                      until=lambda: all(first(futures) for futures in asked)):
-            return [first(futures).result() for futures in asked]
-        if time.monotonic() >= deadline:
-            break
-        for handle, futures in zip(handles, asked):
-            if first(futures) is None:
-                futures.append(handle.get_result_async())
-    raise AssertionError(f"{sum(first(f) is None for f in asked)} of {len(handles)} goals "
-                         f"gave no result in {timeout:.0f} s (asked {max(map(len, asked))} "
-                         f"times; node running: {node.poll() is None}):\n"
+    raise AssertionError(f"{what} did not answer {len(futures)} requests by the deadline "
+                         f"(node running: {node.poll() is None}):\n"
                          + "".join(node.lines)[-3000:])
 
 
