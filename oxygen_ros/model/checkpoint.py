@@ -40,6 +40,7 @@ KEEP_FLOAT32 = {
 # stored by the reference implementations, not used for inference
 IGNORED = ("paligemma_with_expert.gemma_expert.lm_head.weight",)
 TIED_HEAD = "paligemma_with_expert.paligemma.lm_head.weight"
+FLOAT_DTYPES = ("F32", "BF16", "F16", "F64")    # stored dtypes a parameter may have
 EMBEDDING = "paligemma_with_expert.paligemma.model.language_model.embed_tokens.weight"
 
 
@@ -56,6 +57,8 @@ class Checkpoint:
     raw_config: dict
     dtypes: dict[str, int]           # stored dtype -> number of tensors
     num_parameters: int
+    shapes: dict[str, tuple[int, ...]]   # key -> stored shape
+    stored_dtypes: dict[str, str]        # key -> stored dtype (safetensors name)
 
 
 # -- key mapping -------------------------------------------------------------------------
@@ -140,6 +143,25 @@ def _shape(shapes: dict, key: str) -> tuple[int, ...]:
 HEAD_FIELDS = ("num_attention_heads", "num_key_value_heads", "head_dim")
 
 
+def _config_int(raw: dict, key: str, default: int, least: int = 1) -> int:
+    """config.json's integer `key` (`default` where absent), at least `least`; anything else
+    (a string, a fraction, true, null) is an error naming the key."""
+    value = raw.get(key, default)
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    if type(value) is not int or value < least:
+        raise CheckpointError(f"config.json: {key} must be an integer of at least {least}, "
+                              f"not {json.dumps(value)}")
+    return value
+
+
+def _config_str(raw: dict, key: str, default: str) -> str:
+    value = raw.get(key, default)
+    if not isinstance(value, str):
+        raise CheckpointError(f"config.json: {key} must be a string, not {json.dumps(value)}")
+    return value
+
+
 def _heads(variant: str, raw: dict, explicit: Optional[tuple], role: str) -> tuple[int, ...]:
     """(heads, kv heads, head_dim): given explicitly, else config.json's fields, else the
     variant's table entry; an unknown variant without them is an error naming them."""
@@ -149,7 +171,7 @@ def _heads(variant: str, raw: dict, explicit: Optional[tuple], role: str) -> tup
                                   "attention_head_dim (or none)")
         return tuple(explicit)
     if all(field in raw for field in HEAD_FIELDS):
-        return tuple(int(raw[field]) for field in HEAD_FIELDS)
+        return tuple(_config_int(raw, field, 0) for field in HEAD_FIELDS)
     if variant not in VARIANT_HEADS:
         raise CheckpointError(
             f"unknown {role} variant {variant!r} (known: {', '.join(VARIANT_HEADS)}): its "
@@ -169,9 +191,10 @@ def _gemma(shapes: dict, stem: str, variant: str, role: str, raw: dict,
     k = _shape(shapes, f"{stem}layers.0.self_attn.k_proj.weight")
     gate = _shape(shapes, f"{stem}layers.0.mlp.gate_proj.weight")
     if q[0] != heads * head_dim or k[0] != kv_heads * head_dim:
+        unsaid = "" if raw else " (no config.json beside the weights: the default variant)"
         raise CheckpointError(
             f"{stem}layers.0.self_attn: q/k projections {q} / {k} do not fit variant "
-            f"{variant!r} ({heads} heads, {kv_heads} kv heads, head_dim {head_dim})")
+            f"{variant!r}{unsaid} ({heads} heads, {kv_heads} kv heads, head_dim {head_dim})")
     return GemmaConfig(width=q[1], depth=_count_layers(shapes, f"{stem}layers."),
                        mlp_dim=gate[0], num_heads=heads, num_kv_heads=kv_heads,
                        head_dim=head_dim)
@@ -191,9 +214,12 @@ def read_config(shapes: dict, raw: dict, prefix: str, heads: Optional[tuple] = N
         raise CheckpointError(f"{vision_stem}embeddings.position_embedding.weight: "
                               f"{positions[0]} positions is not a square grid")
     width = patch[0]
-    vision_heads = vision_heads or int(raw.get("vision_num_attention_heads", 0)) or next(
-        (width // d for d in SIGLIP_HEAD_DIMS if width % d == 0), 0)
-    if vision_heads < 1 or width % vision_heads:
+    given = vision_heads or _config_int(raw, "vision_num_attention_heads", 0, 0)
+    if given and width % given:
+        raise CheckpointError(f"{vision_stem}: {given} vision heads do not divide the vision "
+                              f"width {width}")
+    vision_heads = given or next((width // d for d in SIGLIP_HEAD_DIMS if width % d == 0), 0)
+    if not vision_heads:
         raise CheckpointError(
             f"{vision_stem}: a vision width of {width} has no SigLIP head count "
             f"({' or '.join(str(d) for d in SIGLIP_HEAD_DIMS)} per head) — set the node "
@@ -201,25 +227,28 @@ def read_config(shapes: dict, raw: dict, prefix: str, heads: Optional[tuple] = N
     vision = VisionConfig(image_size=side * patch[2], patch_size=patch[2], width=width,
                           depth=_count_layers(shapes, vision_stem + "encoder.layers."),
                           mlp_dim=fc1[0], num_heads=vision_heads)
-    vlm = _gemma(shapes, root + "paligemma.model.language_model.",
-                 raw.get("paligemma_variant", "gemma_2b"), "paligemma", raw, heads)
+    variant = _config_str(raw, "paligemma_variant", "gemma_2b")
+    vlm = _gemma(shapes, root + "paligemma.model.language_model.", variant, "paligemma", raw,
+                 heads)
     expert = _gemma(shapes, root + "gemma_expert.model.",
-                    raw.get("action_expert_variant", "gemma_300m"), "action expert", raw, heads)
+                    _config_str(raw, "action_expert_variant", "gemma_300m"), "action expert",
+                    raw, heads)
     embedding = shapes.get(prefix + EMBEDDING) or shapes.get(prefix + TIED_HEAD)
     if embedding is None:
         raise CheckpointError(f"missing tensor {prefix + EMBEDDING} (nor its tied copy "
                               f"{prefix + TIED_HEAD})")
     action_in = _shape(shapes, prefix + "action_in_proj.weight")                # [We, A]
-    horizon = raw.get("action_horizon", raw.get("chunk_size", 50))
+    horizon_key = "action_horizon" if "action_horizon" in raw else "chunk_size"
+    settings = {"action_horizon": _config_int(raw, horizon_key, 50),
+                "num_denoise_steps": _config_int(raw, "num_inference_steps", 10),
+                "max_prompt_tokens": _config_int(raw, "tokenizer_max_length", 200),
+                "state_dim": _config_int(raw, "max_state_dim", 32)}
     try:
         return ModelConfig(
-            vision=vision, vlm=vlm, expert=expert, vocab_size=embedding[0],
-            num_cameras=3, action_horizon=int(horizon), action_dim=action_in[1],
-            num_denoise_steps=int(raw.get("num_inference_steps", 10)),
-            max_prompt_tokens=int(raw.get("tokenizer_max_length", 200)),
-            state_dim=int(raw.get("max_state_dim", 32)),
+            vision=vision, vlm=vlm, expert=expert, vocab_size=embedding[0], num_cameras=3,
+            action_dim=action_in[1], **settings,
             tokenizer="bytes" if raw.get("tokenizer") == "bytes" else "paligemma",
-            name=f"checkpoint:{raw.get('paligemma_variant', 'gemma_2b')}")
+            name=f"checkpoint:{variant}")
     except ValueError as error:
         raise CheckpointError(f"inconsistent checkpoint: {error}") from None
 
@@ -232,19 +261,22 @@ def inspect(path: str | Path, heads: Optional[tuple] = None, vision_heads: int =
     if config_file.exists():
         try:
             raw = json.loads(config_file.read_text())
-        except json.JSONDecodeError as error:
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise CheckpointError(f"{config_file}: invalid JSON ({error})") from None
+        if not isinstance(raw, dict):
+            raise CheckpointError(f"{config_file}: expected a JSON object of settings, "
+                                  f"found a {type(raw).__name__}")
     with _open(weights) as handle:
         shapes = _shapes(handle)
-        dtypes: dict[str, int] = {}
-        for key in handle.keys():
-            dtype = handle.get_slice(key).get_dtype()
-            dtypes[dtype] = dtypes.get(dtype, 0) + 1
+        stored_dtypes = {key: handle.get_slice(key).get_dtype() for key in handle.keys()}
+    dtypes: dict[str, int] = {}
+    for dtype in stored_dtypes.values():
+        dtypes[dtype] = dtypes.get(dtype, 0) + 1
     fmt, prefix = _detect(shapes, raw)
     config = read_config(shapes, raw, prefix, heads, vision_heads)
     params = sum(_numel(s) for k, s in shapes.items()
                  if k[len(prefix):] not in IGNORED and k[len(prefix):] != TIED_HEAD)
-    return Checkpoint(weights, fmt, prefix, config, raw, dtypes, params)
+    return Checkpoint(weights, fmt, prefix, config, raw, dtypes, params, shapes, stored_dtypes)
 
 
 def _numel(shape) -> int:
@@ -268,28 +300,16 @@ def load(path: str | Path, device: str | torch.device = "cpu",
     with torch.device("meta"):
         model = Pi05Model(config)
     keep = KEEP_FLOAT32[info.format] if dtype == torch.bfloat16 else ()
-    expected = expected_keys(model, info.prefix)
+    source = match_tensors(info, model, strict)
     by_key = {checkpoint_key(name, info.prefix): name for name, _ in model.named_parameters()}
     stored = mapped_tensors(info.path)
     embedding, tied = info.prefix + EMBEDDING, info.prefix + TIED_HEAD
-    source = {key: key for key in expected if key in stored}
-    if embedding not in stored and tied in stored:
-        source[embedding] = tied                             # lerobot keeps the tied copy
-    missing = sorted(set(expected) - set(source))
-    unexpected = sorted(set(stored) - set(expected) - {tied}
-                        - {info.prefix + k for k in IGNORED})
-    if missing or (unexpected and strict):
-        raise CheckpointError(_key_report(info.path, missing, unexpected if strict else []))
     state = {}
     for key, stored_key in source.items():
-        tensor = stored[stored_key]
-        if tuple(tensor.shape) != expected[key]:
-            raise CheckpointError(f"{info.path}: tensor {stored_key} has shape "
-                                  f"{list(tensor.shape)}, the model needs {list(expected[key])}")
         kept = any(selector in key[len(info.prefix):] for selector in keep)
         target = torch.float32 if kept else dtype
         # a tensor stored as it will run stays a view of the file's pages (no copy)
-        state[by_key[key]] = tensor.to(device=device, dtype=target)
+        state[by_key[key]] = stored[stored_key].to(device=device, dtype=target)
     if embedding in stored and tied in stored:
         head = stored[tied].to(device=device, dtype=state[by_key[embedding]].dtype)
         if not torch.equal(head, state[by_key[embedding]]):
@@ -298,6 +318,37 @@ def load(path: str | Path, device: str | torch.device = "cpu",
     model.load_state_dict(state, assign=True)
     model.weights_version = f"checkpoint:{info.path.resolve()}:{info.path.stat().st_mtime_ns}"
     return model.eval(), info
+
+
+def match_tensors(info: Checkpoint, model: Optional[Pi05Model] = None,
+                  strict: bool = True) -> dict[str, str]:
+    """The stored key of each parameter the model needs (key -> stored key), read from the
+    file's header alone; a CheckpointError names the missing and (when strict) unexpected
+    keys, a tensor of the wrong shape and one that is not floating point. model: the model
+    the checkpoint fills (default: the one its configuration describes, on the meta device)."""
+    if model is None:
+        with torch.device("meta"):
+            model = Pi05Model(info.config)
+    expected = expected_keys(model, info.prefix)
+    embedding, tied = info.prefix + EMBEDDING, info.prefix + TIED_HEAD
+    source = {key: key for key in expected if key in info.shapes}
+    if embedding not in info.shapes and tied in info.shapes:
+        source[embedding] = tied                             # lerobot keeps the tied copy
+    missing = sorted(set(expected) - set(source))
+    unexpected = sorted(set(info.shapes) - set(expected) - {tied}
+                        - {info.prefix + k for k in IGNORED})
+    if missing or (unexpected and strict):
+        raise CheckpointError(_key_report(info.path, missing, unexpected if strict else []))
+    for key, stored_key in source.items():
+        if info.shapes[stored_key] != expected[key]:
+            raise CheckpointError(f"{info.path}: tensor {stored_key} has shape "
+                                  f"{list(info.shapes[stored_key])}, the model needs "
+                                  f"{list(expected[key])}")
+        if info.stored_dtypes[stored_key] not in FLOAT_DTYPES:
+            raise CheckpointError(f"{info.path}: tensor {stored_key} is stored as "
+                                  f"{info.stored_dtypes[stored_key]}; parameters are floating "
+                                  f"point ({', '.join(FLOAT_DTYPES)})")
+    return source
 
 
 def _key_report(path: Path, missing: list[str], unexpected: list[str], shown: int = 20) -> str:

@@ -39,6 +39,15 @@ def resolve(checkpoint: str) -> Path:
     return Path(checkpoint)
 
 
+def checkpoint_normalization(info: checkpoints.Checkpoint,
+                             asset_id: str = "") -> norms.Normalization:
+    """The statistics stored beside a checkpoint, as its layout keeps them (a ValueError
+    names a file that is not readable)."""
+    if info.format == "lerobot":
+        return norms.load_lerobot(info.path.parent, raw_config=info.raw_config)
+    return norms.load_openpi(info.path.parent, asset_id)
+
+
 def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
                device: str = "cpu", dtype: str = "float32", seed: int = 0,
                prefix_attention: Optional[str] = None, asset_id: str = "",
@@ -64,12 +73,8 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
             raise ValueError(f"tokenizer {tokenizer} has {text.vocab_size} pieces, more than the "
                              f"model's {model.config.vocab_size} embeddings")
         directory = info.path.parent
-        if normalization == "identity":
-            norm = norms.Normalization(source="identity (normalization: identity)")
-        elif info.format == "lerobot":
-            norm = norms.load_lerobot(directory, raw_config=info.raw_config)
-        else:
-            norm = norms.load_openpi(directory, asset_id)
+        norm = (norms.Normalization(source="identity (normalization: identity)")
+                if normalization == "identity" else checkpoint_normalization(info, asset_id))
         return LoadedModel(model, text, f"{info.format} checkpoint {directory} "
                            f"({info.num_parameters / 1e6:.1f} M parameters, {dtype} ({why}) "
                            f"on {device}; normalization: {norm.source})", norm)

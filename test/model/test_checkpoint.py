@@ -202,11 +202,73 @@ def test_a_shape_mismatch_names_the_tensor(tmp_path, reference):
         checkpoint.load(directory)
 
 
+def test_a_tensor_stored_as_integers_is_refused_from_the_header(tmp_path, reference):
+    directory = write_openpi(tmp_path / "ckpt", reference)
+    tensors = real_keys(reference)
+    tensors["time_mlp_out.bias"] = torch.zeros(48, dtype=torch.int32)
+    save_file(tensors, str(directory / "model.safetensors"))
+    info = checkpoint.inspect(directory)
+    with pytest.raises(checkpoint.CheckpointError, match=r"time_mlp_out\.bias is stored as I32"):
+        checkpoint.match_tensors(info)
+    with pytest.raises(checkpoint.CheckpointError, match="stored as I32"):
+        checkpoint.load(directory)
+
+
+def test_match_tensors_reads_the_header_alone(tmp_path, reference):
+    directory = write_lerobot(tmp_path / "ckpt", reference)
+    info = checkpoint.inspect(directory)
+    matched = checkpoint.match_tensors(info)
+    assert len(matched) == len(real_keys(reference))
+    assert matched["model." + LM + "embed_tokens.weight"] == \
+        "model.paligemma_with_expert.paligemma.lm_head.weight"   # lerobot's tied copy
+    tensors = {"model." + k: v for k, v in real_keys(reference).items()}
+    del tensors["model." + EXPERT + "layers.1.mlp.up_proj.weight"]
+    save_file(tensors, str(directory / "model.safetensors"))
+    with pytest.raises(checkpoint.CheckpointError, match=r"1 missing keys:\n  model\."):
+        checkpoint.match_tensors(checkpoint.inspect(directory))
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("chunk_size", 0, "chunk_size must be an integer of at least 1, not 0"),
+    ("chunk_size", True, "chunk_size must be an integer of at least 1, not true"),
+    ("num_inference_steps", None, "num_inference_steps must be an integer of at least 1, "
+                                  "not null"),
+    ("tokenizer_max_length", "fifty", 'tokenizer_max_length must be an integer of at least 1, '
+                                      'not "fifty"'),
+    ("max_state_dim", 31.5, "max_state_dim must be an integer of at least 1, not 31.5"),
+    ("paligemma_variant", 5, "paligemma_variant must be a string, not 5"),
+])
+def test_config_json_settings_of_the_wrong_type_or_range_are_named(tmp_path, reference,
+                                                                  setting, value, message):
+    directory = write_lerobot(tmp_path / "ckpt", reference)
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps(config | {setting: value}))
+    with pytest.raises(checkpoint.CheckpointError) as raised:
+        checkpoint.inspect(directory)
+    assert str(raised.value) == "config.json: " + message
+
+
+def test_config_json_must_be_an_object(tmp_path, reference):
+    directory = write_lerobot(tmp_path / "ckpt", reference)
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text("[1, 2, 3]")
+    with pytest.raises(checkpoint.CheckpointError, match="expected a JSON object of settings, "
+                                                         "found a list"):
+        checkpoint.inspect(directory)
+    # a whole number written as a float is that integer
+    (directory / "config.json").write_text(json.dumps(config | {"chunk_size": 7.0}))
+    assert checkpoint.inspect(directory).config.action_horizon == 7
+
+
 def test_attention_shapes_must_fit_the_variant(tmp_path, reference):
     directory = write_openpi(tmp_path / "ckpt", reference)
     config = json.loads((directory / "config.json").read_text())
     (directory / "config.json").write_text(json.dumps(config | {"paligemma_variant": "gemma_2b"}))
-    with pytest.raises(checkpoint.CheckpointError, match="do not fit variant 'gemma_2b'"):
+    with pytest.raises(checkpoint.CheckpointError, match="do not fit variant 'gemma_2b' \\(8"):
+        checkpoint.inspect(directory)
+    (directory / "config.json").unlink()
+    with pytest.raises(checkpoint.CheckpointError, match="do not fit variant 'gemma_2b' \\(no "
+                                                         "config.json beside the weights"):
         checkpoint.inspect(directory)
 
 
@@ -449,7 +511,8 @@ def test_a_vision_width_with_no_head_count_is_refused_at_load(tmp_path):
     with pytest.raises(checkpoint.CheckpointError, match="vision width of 32.*vision_heads"):
         checkpoint.inspect(directory)
     assert checkpoint.inspect(directory, vision_heads=2).config.vision.num_heads == 2
-    with pytest.raises(checkpoint.CheckpointError, match="no SigLIP head count"):
+    with pytest.raises(checkpoint.CheckpointError,
+                       match="3 vision heads do not divide the vision width 32"):
         checkpoint.inspect(directory, vision_heads=3)
 
 
