@@ -1,6 +1,7 @@
 """Every oxygen-ros verb works from a new shell after `make setup`: no AMENT_PREFIX_PATH,
 no sourced setup file, only PATH and HOME."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +47,7 @@ def test_bad_bag_arguments_are_one_line_errors_not_tracebacks(tmp_path):
     cases = [
         (("make-demo-bag", str(tmp_path / "exists")), "exists; choose a new path"),
         (("make-demo-bag", str(tmp_path / "a"), "--size", "1280"), "expected WIDTHxHEIGHT"),
-        (("make-demo-bag", str(tmp_path / "b"), "--duration", "-3"), "must be positive"),
+        (("make-demo-bag", str(tmp_path / "b"), "--duration", "-3"), "must be above 0, not -3"),
         (("replay", str(tmp_path / "missing")), "oxygen-ros replay:"),
         (("replay", str(tmp_path / "empty")), "oxygen-ros replay:"),
     ]
@@ -61,6 +62,13 @@ def test_replay_refuses_offsets_past_the_end_and_looping_a_zero_length_bag(tmp_p
                    "--size", "64x48").returncode == 0
     late = run_cli("replay", str(tmp_path / "bag"), "--start-offset", "50")
     assert late.returncode == 2 and "past the end of the bag" in late.stderr
+    (tmp_path / "qos.yaml").write_text("/joint_states: [reliability: {")
+    for args, message in [(("--namespace", "bad name!"), "Invalid topic name"),
+                          (("--remap", "/oxygen/instruction:=/a b"), "Invalid topic name"),
+                          (("--qos-overrides", str(tmp_path / "qos.yaml")), "qos.yaml: not YAML")]:
+        refused = run_cli("replay", str(tmp_path / "bag"), *args)
+        assert refused.returncode == 2 and message in refused.stderr, (args, refused.stderr)
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     from rosbags.rosbag2 import Writer
 
     from oxygen_ros.ros.bag import TYPESTORE
@@ -85,10 +93,11 @@ def test_evaluate_demo_refuses_bad_input_in_one_line(tmp_path):
     (tmp_path / "garbage" / "model.safetensors").write_bytes(b"not safetensors")
     cases = [(("--checkpoint", str(tmp_path / "missing")), "no such checkpoint"),
              (("--checkpoint", str(tmp_path / "garbage")), "not a readable safetensors file"),
-             (("--worlds", "0"), "--worlds must be at least 1"),
-             (("--first-world", "-5"), "--first-world must be at least 0"),
-             (("--threads", "-3"), "torch_threads must be 0"),
-             (("--json", str(tmp_path / "no" / "x.json")), "no such directory")]
+             (("--worlds", "0"), "--worlds: must be at least 1"),
+             (("--first-world", "-5"), "--first-world: must be at least 0"),
+             (("--threads", "-3"), "--threads: must be at least 0"),
+             (("--json", str(tmp_path / "garbage" / "model.safetensors" / "x.json")),
+              "model.safetensors is a file, not a folder")]
     for args, message in cases:
         result = run_cli("evaluate-demo", *args)
         assert result.returncode == 2, (args, result.stderr)
@@ -97,13 +106,13 @@ def test_evaluate_demo_refuses_bad_input_in_one_line(tmp_path):
 
 def test_train_demo_refuses_bad_input_before_training(tmp_path):
     (tmp_path / "file").write_text("")
-    cases = [(("--steps", "0"), "--steps must be at least 1, not 0"),
-             (("--steps", "-1"), "--steps must be at least 1"),
-             (("--vision-steps", "-1"), "--vision-steps must be at least 0"),
-             (("--eval-worlds", "0"), "--eval-worlds must be at least 1"),
-             (("--threads", "-3"), "--threads must be at least 0"),
-             (("--lr", "0"), "--lr must be above 0"),
-             (("--time-budget", "nan"), "--time-budget must be above 0"),
+    cases = [(("--steps", "0"), "--steps: must be at least 1, not 0"),
+             (("--steps", "-1"), "--steps: must be at least 1"),
+             (("--vision-steps", "-1"), "--vision-steps: must be at least 0"),
+             (("--eval-worlds", "0"), "--eval-worlds: must be at least 1"),
+             (("--threads", "-3"), "--threads: must be at least 0"),
+             (("--lr", "0"), "--lr: must be above 0"),
+             (("--time-budget", "nan"), "--time-budget: must be above 0"),
              (("--out", str(tmp_path / "file")), "File exists")]
     for args, message in cases:
         out = ("--out", str(tmp_path / "checkpoint")) if args[0] != "--out" else ()
@@ -115,11 +124,98 @@ def test_train_demo_refuses_bad_input_before_training(tmp_path):
 
 
 def test_bench_model_refuses_counts_below_one_in_one_line():
-    for args, message in [(("--robots", "1", "0"), "--robots must be at least 1, not 0"),
-                          (("--batches", "0"), "--batches must be at least 1, not 0")]:
+    for args, message in [(("--robots", "1", "0"), "--robots: must be at least 1, not 0"),
+                          (("--batches", "0"), "--batches: must be at least 1, not 0")]:
         result = run_cli("bench-model", "--preset", "tiny", *args)
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def refusal(argv, capsys) -> str:
+    """The one line a verb refuses argv with (exit 2), run as the CLI runs it, in this
+    process (main() without its signal handlers; torch's thread count put back)."""
+    import torch
+
+    from oxygen_ros.cli import build_parser
+
+    threads = torch.get_num_threads()
+    try:
+        args = build_parser().parse_args(argv)
+        code = args.func(args)
+    except SystemExit as exit:
+        code = exit.code
+    finally:
+        torch.set_num_threads(threads)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, (argv, code, lines)
+    return lines[0]
+
+
+BAD_OPTIONS = [
+    (["bench", "--frames", "0"], "oxygen-ros bench: argument --frames: must be at least 1, not 0"),
+    (["bench", "--frames", "ten"], "argument --frames: expected an integer, not 'ten'"),
+    (["bench", "--preset", "nosuch"], "argument --preset: invalid choice: 'nosuch'"),
+    (["bench", "--denoise-steps", "0"], "--denoise-steps: must be at least 1, not 0"),
+    (["bench", "--camera-every", "0"], "--camera-every: must be at least 1, not 0"),
+    (["bench", "--dialogue-per-frame", "-1"], "--dialogue-per-frame: must be at least 0"),
+    (["bench", "--decode-tokens", "0"], "--decode-tokens: must be at least 1, not 0"),
+    (["bench", "--memory-period-frames", "-1"], "--memory-period-frames: must be at least 0"),
+    (["bench", "--device", "tpu"], "--device tpu: expected cpu, cuda or cuda:N"),
+    (["bench", "--json", "/"], "argument --json: / is a folder; give a file path"),
+    (["bench-model", "--repeats", "0"], "--repeats: must be at least 1, not 0"),
+    (["bench-model", "--threads", "-1"], "--threads: must be at least 0, not -1"),
+    (["bench-model", "--decode-tokens", "0"], "--decode-tokens: must be at least 1, not 0"),
+    (["bench-model", "--dtype", "float16"], "float16: choose from auto, float32, bfloat16"),
+    (["bench-model", "--checkpoint", "/nonexistent"], "no such checkpoint file or directory"),
+    (["bench-switch", "--chunks", "1"], "--chunks: must be at least 2, not 1"),
+    (["bench-switch", "--delays", "0.2", "1.5"], "--delays: must be below 1, not 1.5"),
+    (["bench-switch", "--delays", "0.99"], "--delays 0.99: a delay of 50 steps leaves no "
+                                           "step of the 50-step chunk to switch in"),
+    (["bench-switch", "--checkpoint", "/nonexistent"], "no such checkpoint file or directory"),
+    (["bench-switch", "--world", "-1"], "--world: must be at least 0, not -1"),
+    (["bench-switch", "--blend-s", "-1"], "--blend-s: must be at least 0, not -1"),
+    (["bench-switch", "--execution-horizon", "-5"], "--execution-horizon: must be at least 0"),
+    (["bench-ingest", "--size", "0"], "--size: must be at least 1, not 0"),
+    (["bench-ingest", "--size", "100000"], "--size: must be at most 4096, not 100000"),
+    (["bench-ingest", "--repeats", "0"], "--repeats: must be at least 1, not 0"),
+    (["bench-fleet", "--duration", "0"], "--duration: must be above 0, not 0"),
+    (["make-demo-bag", "new", "--duration", "1e9"], "--duration: must be at most 3600"),
+    (["make-demo-bag", "new", "--camera-hz", "nan"], "--camera-hz: must be above 0, not nan"),
+    (["make-demo-bag", "new", "--size", "100000x100000"], "more than the 16777216 pixels"),
+    (["make-demo-bag", "new", "--seed", "-1"], "--seed: must be at least 0, not -1"),
+    (["replay", "bag", "--rate", "1e-12"], "--rate: must be at least 0.001, not 1e-12"),
+    (["replay", "bag", "--remap", "foo"], "--remap: expected OLD:=NEW, not 'foo'"),
+    (["replay", "bag", "--remap", ":=/x"], "--remap: expected OLD:=NEW, not ':=/x'"),
+    (["replay", "bag", "--clock", "-5"], "--clock: must be at least 0, not -5"),
+    (["replay", "bag", "--start-offset", "-1"], "--start-offset: must be at least 0, not -1"),
+    (["inspect", "models/demo", "--kv-pages", "0"], "--kv-pages: must be at least 1, not 0"),
+    (["inspect", "models/demo", "--page-size", "5000"], "--page-size: must be at most 4096"),
+    (["demo", "--robots", "0"], "--robots: must be at least 1, not 0"),
+    (["demo", "--kill-camera", "3"], "--kill-camera needs --robots 2 or more, not 1"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_OPTIONS, ids=[" ".join(a) for a, _ in BAD_OPTIONS])
+def test_each_bad_option_is_refused_in_one_line_before_any_work(argv, message, capsys,
+                                                                 monkeypatch):
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    assert message in refusal(argv, capsys)
+
+
+def test_a_json_path_under_a_file_is_refused_before_the_run_and_missing_folders_are_made(
+        tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    line = refusal(["bench-ingest", "--repeats", "1", "--json",
+                    str(tmp_path / "file" / "x.json")], capsys)
+    assert "file is a file, not a folder" in line
+    from oxygen_ros.cli import build_parser
+
+    args = build_parser().parse_args(["bench-ingest", "--repeats", "1", "--json",
+                                      str(tmp_path / "new" / "folder" / "x.json")])
+    assert args.func(args) == 0
+    rows = json.loads((tmp_path / "new" / "folder" / "x.json").read_text())
+    assert [row["resolution"] for row in rows] and all(row["raw_ms"] > 0 for row in rows)
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["replay", "--help"], ["bench", "--help"]])

@@ -6,10 +6,11 @@ import argparse
 import signal
 
 from oxygen_ros.cli import bench, demo, robot
+from oxygen_ros.cli.options import Parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="oxygen-ros", description=__doc__.split(".")[0])
+    parser = Parser(prog="oxygen-ros", description=__doc__.split(".")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for family in (demo, robot, bench):
         family.add_commands(sub)

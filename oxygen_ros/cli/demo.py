@@ -5,11 +5,12 @@ import json
 import sys
 from pathlib import Path
 
-from oxygen_ros.cli.options import (add_json, add_node_options, add_threads, at_least,
-                                    json_directory_error, launch_arguments, node_ros_args,
-                                    param_overrides, ros_environment, usage_error)
+from oxygen_ros.cli.options import (add_json, add_node_options, add_threads, bounded,
+                                    launch_arguments, node_ros_args, output_file,
+                                    param_overrides, ros_environment, seed_option, usage_error)
 
 DEFAULT_DEMO_BAG = "build/demo_bag"      # as oxygen_ros.ros.demo_job (imported only to run)
+LONGEST_BAG_S = 3600.0                   # an hour: 162 000 frames at 3 cameras x 15 Hz
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -18,12 +19,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     oxygen_ros humanoid.launch.py preset:=demo dry_run:=false` configures them; this process
     watches the outputs like a user's subscriber, prints live stats, a summary line and a
     summary JSON."""
-    refused = at_least("demo", (("--robots", args.robots, 1),))
-    if refused:
-        return refused
-    if args.kill_camera is not None and (args.robots < 2 or not args.kill_camera >= 0):
-        return usage_error("demo", "--kill-camera needs --robots 2 or more and seconds ≥ 0, "
-                                   f"not {args.kill_camera:g} with --robots {args.robots}")
+    if args.kill_camera is not None and args.robots < 2:
+        return usage_error("demo", f"--kill-camera needs --robots 2 or more, not {args.robots}")
     try:
         arguments, node_args, memory_period_s = demo_configuration(args)
     except ValueError as error:
@@ -59,8 +56,11 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
     if not (width.isdigit() and height.isdigit() and int(width) > 0 and int(height) > 0):
         return usage_error("make-demo-bag", f"--size {args.size!r}: expected WIDTHxHEIGHT, "
                                             "e.g. 640x480")
-    if args.duration <= 0 or args.camera_hz <= 0:
-        return usage_error("make-demo-bag", "--duration and --camera-hz must be positive")
+    from oxygen_ros.ros.image_conversion import MAX_PIXELS
+
+    if int(width) * int(height) > MAX_PIXELS:
+        return usage_error("make-demo-bag", f"--size {args.size}: more than the {MAX_PIXELS} "
+                                            "pixels camera_ingest takes by default")
     if Path(args.path).exists():
         return usage_error("make-demo-bag", f"{args.path} exists; choose a new path")
     spec = DemoBagSpec(duration_s=args.duration, camera_hz=args.camera_hz,
@@ -79,16 +79,6 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
 
 def cmd_train_demo(args: argparse.Namespace) -> int:
     """Train the demo preset on tabletop worlds and save it as a lerobot pi05 checkpoint."""
-    # every bad option refused before half an hour of training, not after
-    refused = at_least("train-demo", (
-        ("--steps", args.steps, 1), ("--batch", args.batch, 1),
-        ("--seeing-batch", args.seeing_batch, 1), ("--vision-steps", args.vision_steps, 0),
-        ("--eval-worlds", args.eval_worlds, 1), ("--threads", args.threads, 0)))
-    if refused:
-        return refused
-    for option, value in (("--lr", args.lr), ("--time-budget", args.time_budget)):
-        if not value > 0:
-            return usage_error("train-demo", f"{option} must be above 0, not {value:g}")
     try:
         Path(args.out).mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -109,11 +99,6 @@ def cmd_evaluate_demo(args: argparse.Namespace) -> int:
     """Judge a demo checkpoint on unseen tabletop worlds: every question at five moments,
     memory and actions (the manifest's metrics), and the demo's own questions on the frames
     make run answers them over."""
-    refused = (at_least("evaluate-demo", (("--worlds", args.worlds, 1),
-                                          ("--first-world", args.first_world, 0)))
-               or json_directory_error("evaluate-demo", args.json))
-    if refused:
-        return refused
     from oxygen_ros.demo.evaluate import (
         compare_manifest,
         demo_moments,
@@ -152,6 +137,7 @@ def cmd_evaluate_demo(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     text = json.dumps(result, indent=2) + "\n"
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(text)
     else:
         print(text, end="")
@@ -162,24 +148,23 @@ def _add_train_demo(sub) -> None:
     train_demo = sub.add_parser("train-demo", help=cmd_train_demo.__doc__)
     train_demo.add_argument("--out", default="build/demo_checkpoint",
                             help="checkpoint directory (default build/demo_checkpoint)")
-    train_demo.add_argument("--steps", type=int, default=2000,
+    train_demo.add_argument("--steps", type=bounded(int, least=1), default=2000,
                             help="joint training steps (default 2000)")
-    train_demo.add_argument("--vision-steps", type=int, default=1000,
+    train_demo.add_argument("--vision-steps", type=bounded(int, least=0), default=1000,
                             help="steps of the auxiliary patch loss alone before the joint "
                                  "training (default 1000; 2 x seeing-batch frames each)")
-    train_demo.add_argument("--seeing-batch", type=int, default=16,
+    train_demo.add_argument("--seeing-batch", type=bounded(int, least=1), default=16,
                             help="extra base-camera frames per step for the auxiliary "
                                  "patch loss (default 16)")
-    train_demo.add_argument("--batch", type=int, default=8,
+    train_demo.add_argument("--batch", type=bounded(int, least=1), default=8,
                             help="frames per step, each with every question about it (default 8)")
-    train_demo.add_argument("--lr", type=float, default=1e-3,
+    train_demo.add_argument("--lr", type=bounded(float, above=0), default=1e-3,
                             help="peak AdamW learning rate (warm-up, then cosine; default 1e-3)")
-    train_demo.add_argument("--seed", type=int, default=0,
-                            help="weights, worlds, noise: same seed and threads, same run "
-                                 "(default 0)")
-    train_demo.add_argument("--time-budget", type=float, default=1800.0,
+    seed_option(train_demo, "weights, worlds, noise: same seed and threads, same run "
+                            "(default 0)")
+    train_demo.add_argument("--time-budget", type=bounded(float, above=0), default=1800.0,
                             help="stop training after this many seconds (default 1800)")
-    train_demo.add_argument("--eval-worlds", type=int, default=24,
+    train_demo.add_argument("--eval-worlds", type=bounded(int, least=1), default=24,
                             help="unseen worlds the saved metrics are measured on "
                                  "(default 24)")
     add_threads(train_demo)
@@ -196,34 +181,38 @@ def add_commands(sub) -> None:
                                     f"{DEFAULT_DEMO_BAG} from --seed's world — also a --bag "
                                     "path that does not exist yet — and score the outputs "
                                     "against its ground truth)")
-    demo.add_argument("--seed", type=int, default=0,
-                      help="the tabletop world of the demo bag (default 0)")
-    demo.add_argument("--duration", type=float, default=12.0,
+    seed_option(demo, "the tabletop world of the demo bag (default 0)")
+    demo.add_argument("--duration", type=bounded(float, above=0, most=LONGEST_BAG_S),
+                      default=12.0,
                       help="length of the demo bag in seconds (default 12: the episodes "
                            "the demo model was trained on; after 12 s its memory summaries "
                            "are outside what it learned)")
-    demo.add_argument("--robots", type=int, default=1,
+    demo.add_argument("--robots", type=bounded(int, least=1), default=1,
                       help="robots served by the one inference process (default 1): robot_i "
                            "replays world seed+i under /robot_i/ through its own camera_ingest; "
                            "a summary per robot and a fleet line")
-    demo.add_argument("--kill-camera", type=float, metavar="SECONDS",
+    demo.add_argument("--kill-camera", type=bounded(float, least=0), metavar="SECONDS",
                       help="with --robots 2 or more: kill the last robot's camera_ingest this "
                            "long after its first command (its watchdog stops its commands; "
                            "the fleet line is over the others)")
-    demo.add_argument("--summary", default="build/demo_summary.json",
+    demo.add_argument("--summary", type=output_file, default="build/demo_summary.json",
                       help="write the summary JSON here (default build/demo_summary.json)")
     demo.set_defaults(func=cmd_demo)
 
     bag = sub.add_parser("make-demo-bag", help=cmd_make_demo_bag.__doc__)
     bag.add_argument("path", help="new bag directory")
-    bag.add_argument("--duration", type=float, default=12.0)
-    bag.add_argument("--camera-hz", type=float, default=15.0)
+    bag.add_argument("--duration", type=bounded(float, above=0, most=LONGEST_BAG_S),
+                     default=12.0, help="seconds (default 12)")
+    bag.add_argument("--camera-hz", type=bounded(float, above=0, most=1000), default=15.0,
+                     help="frames per second of each camera (default 15)")
     bag.add_argument("--encoding", default="jpeg",
-                     choices=["rgb8", "bgr8", "mono8", "jpeg", "png"])
+                     choices=["rgb8", "bgr8", "mono8", "jpeg", "png"],
+                     help="camera images: raw (rgb8, bgr8, mono8) or compressed (default jpeg)")
     bag.add_argument("--size", default="320x240", help="WIDTHxHEIGHT (default 320x240)")
     bag.add_argument("--gray", action="store_true", help="a gray scene")
-    bag.add_argument("--storage", default="mcap", choices=["mcap", "sqlite3"])
-    bag.add_argument("--seed", type=int, default=0, help="which tabletop world (default 0)")
+    bag.add_argument("--storage", default="mcap", choices=["mcap", "sqlite3"],
+                     help="rosbag2 storage (default mcap)")
+    seed_option(bag, "which tabletop world (default 0)")
     bag.add_argument("--cameras", type=int, default=3, choices=[1, 2, 3],
                      help="base, left_wrist, right_wrist: the first N (default 3; the tiny "
                           "preset's config reads 2)")
@@ -235,9 +224,9 @@ def add_commands(sub) -> None:
     evaluate_demo.add_argument("--checkpoint", default="package://oxygen_ros/models/demo",
                                help="a train-demo checkpoint directory or its model.safetensors "
                                     "(default the shipped one)")
-    evaluate_demo.add_argument("--worlds", type=int, default=24,
+    evaluate_demo.add_argument("--worlds", type=bounded(int, least=1), default=24,
                                help="unseen worlds to judge on (default 24, as the manifest)")
-    evaluate_demo.add_argument("--first-world", type=int, default=0,
+    evaluate_demo.add_argument("--first-world", type=bounded(int, least=0), default=0,
                                help="seed of the first (default 0; training worlds start at "
                                     "10000; compared with the manifest only from 0)")
     evaluate_demo.add_argument("--bfloat16-agreement", action="store_true",

@@ -9,8 +9,53 @@ from pathlib import Path
 from oxygen_ros.resources import share_path
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, each refusal one line on stderr (exit 2) instead of the usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def bounded(kind: type = int, least=None, above=None, most=None, below=None):
+    """An argparse type: a number of `kind` (int or float) with least <= value, above < value,
+    value <= most and value < below where given (NaN is within no bounds)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, not {text!r}") from None
+        for bound, holds, words in ((least, lambda b: value >= b, "at least"),
+                                    (above, lambda b: value > b, "above"),
+                                    (most, lambda b: value <= b, "at most"),
+                                    (below, lambda b: value < b, "below")):
+            if bound is not None and not holds(bound):
+                raise argparse.ArgumentTypeError(f"must be {words} {bound:g}, not {text}")
+        return value
+    return parse
+
+
+def output_file(text: str) -> str:
+    """An argparse type: a file path the verb can write at its end (missing folders are
+    made then), checked before any work: not a folder, no file where a folder must be."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file path")
+    folder = next((p for p in path.absolute().parents if p.exists()), None)
+    if folder is not None and not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {folder} is a file, not a folder")
+    if folder is not None and not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text}: {folder} is not writable")
+    return text
+
+
+def seed_option(command: argparse.ArgumentParser, help: str, default: int = 0,
+                name: str = "--seed") -> None:
+    command.add_argument(name, type=bounded(int, least=0), default=default, help=help)
+
+
 def add_threads(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--threads", type=int, default=0,
+    command.add_argument("--threads", type=bounded(int, least=0), default=0,
                          help="torch CPU threads (default 0: all cores but one, as the "
                               "inference node)")
 
@@ -18,7 +63,8 @@ def add_threads(command: argparse.ArgumentParser) -> None:
 def add_json(command: argparse.ArgumentParser, plot: bool = False, instead: bool = False) -> None:
     what = ("write the result's JSON to this file instead of stdout" if instead
             else "write the numbers to this JSON file")
-    command.add_argument("--json", help=what + (" (and a PNG plot beside it)" if plot else ""))
+    command.add_argument("--json", type=output_file,
+                         help=what + (" (and a PNG plot beside it)" if plot else ""))
 
 
 def add_node_options(command: argparse.ArgumentParser, preset: str = "") -> None:
@@ -94,15 +140,17 @@ def usage_error(command: str, message: str) -> int:
     return 2
 
 
-def at_least(command: str, checks) -> int:
-    """0, or the usage error of the first (option, value, least) whose value is below."""
-    for option, value, least in checks:
-        if value < least:
-            return usage_error(command, f"{option} must be at least {least}, not {value}")
-    return 0
+def device_error(command: str, device: str) -> int:
+    """0, or the usage error of a --device this torch cannot run on."""
+    import torch
 
-
-def json_directory_error(command: str, path) -> int:
-    if path and not Path(path).resolve().parent.is_dir():
-        return usage_error(command, f"--json {path}: no such directory")
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        kind = ""
+    if kind not in ("cpu", "cuda"):
+        return usage_error(command, f"--device {device}: expected cpu, cuda or cuda:N")
+    if kind == "cuda" and not torch.cuda.is_available():
+        why = "a CPU-only build" if torch.version.cuda is None else "no GPU or driver found"
+        return usage_error(command, f"--device {device}: this torch cannot use CUDA ({why})")
     return 0

@@ -4,8 +4,8 @@ import argparse
 import sys
 import time
 
-from oxygen_ros.cli.options import (add_node_options, launch_arguments, node_ros_args,
-                                    ros_environment, usage_error)
+from oxygen_ros.cli.options import (add_node_options, bounded, launch_arguments,
+                                    node_ros_args, ros_environment, usage_error)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -43,14 +43,12 @@ def _run_in_one_process(node_args: list[str], duration: float) -> int:
                      duration=duration)
 
 
-def _remaps(items) -> dict:
-    remap = {}
-    for item in items or []:
-        old, sep, new = item.partition(":=")
-        if not sep:
-            raise SystemExit(f"--remap takes OLD:=NEW, got {item!r}")
-        remap[old] = new
-    return remap
+def remap_pair(text: str) -> tuple[str, str]:
+    """An argparse type: OLD:=NEW, both names given."""
+    old, sep, new = text.partition(":=")
+    if not (sep and old and new):
+        raise argparse.ArgumentTypeError(f"expected OLD:=NEW, not {text!r}")
+    return old, new
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -59,12 +57,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.node import Node
     from rclpy.signals import SignalHandlerOptions
+    from rclpy.exceptions import NameValidationException
     from rosbags.highlevel import AnyReaderError
 
     from oxygen_ros.ros.bag import BagReplayer, load_qos_overrides
     from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
 
-    remap = _remaps(args.remap)
     rclpy.init(args=["oxygen-ros-replay"], signal_handler_options=SignalHandlerOptions.NO)
     stop = install_stop_signals()   # Ctrl-C ends the replay where it is
     node = Node("oxygen_replay")
@@ -73,12 +71,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
         try:
             overrides = load_qos_overrides(args.qos_overrides) if args.qos_overrides else None
             replayer = BagReplayer(node, args.bag, rate=args.rate, loop=args.loop,
-                                   start_offset_s=args.start_offset, remap=remap,
+                                   start_offset_s=args.start_offset,
+                                   remap=dict(args.remap or ()),
                                    restamp=args.restamp, clock_hz=args.clock,
                                    topics=args.topics, qos_overrides=overrides,
                                    namespace=args.namespace.strip("/"))
         except (ValueError, OSError, AnyReaderError) as error:
-            return usage_error("replay", str(error))
+            message = str(error)        # rosbags' own messages do not always name the bag
+            return usage_error("replay", message if args.bag in message
+                               else f"{args.bag}: {message}")
+        except NameValidationException as error:    # --namespace or --remap
+            return usage_error("replay", " ".join(str(error).split()[:-1]))
         print(f"replaying {args.bag} ({replayer.duration_s:.1f} s) at {args.rate}x", flush=True)
         if args.wait_for_subscribers:
             missing = replayer.wait_for_subscribers(args.wait_for_subscribers, stop)
@@ -102,15 +105,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Describe a π0.5 checkpoint: format, dimensions, parameters, memory for weights + KV."""
     from oxygen_ros.model import checkpoint
+    from oxygen_ros.model.loading import checkpoint_normalization
+    from oxygen_ros.model.precision import resolve_dtype
 
     try:
         info = checkpoint.inspect(args.checkpoint, tuple(args.heads or ()) or None,
                                   args.vision_heads)
-    except checkpoint.CheckpointError as error:
+        checkpoint.match_tensors(info)
+        normalization = checkpoint_normalization(info).source
+    except ValueError as error:       # CheckpointError is a ValueError
         print(f"error: {error}", file=sys.stderr)
         return 2
     config = info.config
-    element = {"float32": 4, "bfloat16": 2}[args.dtype]
+    dtype, why = resolve_dtype(args.dtype)
+    element = {"float32": 4, "bfloat16": 2}[dtype]
     weight_bytes = info.num_parameters * element
     page_bytes = config.kv_bytes_per_token(element) * args.page_size
     kv_bytes = args.kv_pages * page_bytes
@@ -118,7 +126,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     vlm, expert, vision = config.vlm, config.expert, config.vision
     print(f"checkpoint  {info.path} ({info.format} layout)")
     print(f"parameters  {info.num_parameters / 1e6:.1f} M, stored as "
-          + ", ".join(f"{n} x {d}" for d, n in sorted(info.dtypes.items())))
+          + ", ".join(f"{n} x {d}" for d, n in sorted(info.dtypes.items()))
+          + "; every tensor the model needs, in its shape")
     print(f"vision      {vision.depth} layers x {vision.width} wide (mlp {vision.mlp_dim}, "
           f"{vision.num_heads} heads), {vision.image_size} px images in {vision.patch_size} px "
           f"patches = {vision.num_patches} tokens per camera")
@@ -128,7 +137,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"expert      {expert.depth} layers x {expert.width} wide (mlp {expert.mlp_dim})")
     print(f"actions     horizon {config.action_horizon} x {config.action_dim} dims, "
           f"{config.num_denoise_steps} denoise steps")
-    print(f"memory ({args.dtype}): weights {weight_bytes / 2**30:.2f} GiB + KV pool "
+    print(f"statistics  {normalization}")
+    print(f"memory ({dtype}, {why}): weights {weight_bytes / 2**30:.2f} GiB + KV pool "
           f"{args.kv_pages} pages x {args.page_size} tokens = {kv_bytes / 2**30:.2f} GiB "
           f"({page_bytes / 1024:.0f} KiB/page) + action tier {action_tier / 2**20:.2f} MiB = "
           f"{(weight_bytes + kv_bytes + action_tier) / 2**30:.2f} GiB")
@@ -136,6 +146,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
+    from oxygen_ros.engine.config import EngineConfig
+    from oxygen_ros.engine.parameters import specs
+
     run = sub.add_parser("run", help=cmd_run.__doc__)
     add_node_options(run)
     run.add_argument("--duration", type=float, default=0.0, help="seconds (default: until Ctrl-C)")
@@ -148,11 +161,13 @@ def add_commands(sub) -> None:
 
     replay = sub.add_parser("replay", help=cmd_replay.__doc__)
     replay.add_argument("bag", help="rosbag2 directory or .mcap / .db3 file")
-    replay.add_argument("--rate", type=float, default=1.0, help="speed factor (default 1)")
+    replay.add_argument("--rate", type=bounded(float, least=1e-3, most=1e3), default=1.0,
+                        help="speed factor, 0.001 to 1000 (default 1)")
     replay.add_argument("--loop", action="store_true", help="start over at the end")
-    replay.add_argument("--start-offset", type=float, default=0.0,
-                        help="skip this many seconds of the bag")
-    replay.add_argument("--remap", action="append", metavar="OLD:=NEW", help="rename a topic")
+    replay.add_argument("--start-offset", type=bounded(float, least=0), default=0.0,
+                        help="skip this many seconds of the bag (default 0)")
+    replay.add_argument("--remap", action="append", type=remap_pair, metavar="OLD:=NEW",
+                        help="rename a topic")
     replay.add_argument("--namespace", default="", metavar="ROBOT",
                         help="publish every topic under /ROBOT/ (after --remap), as a fleet "
                              "server's robot ROBOT reads it")
@@ -163,22 +178,35 @@ def add_commands(sub) -> None:
     replay.add_argument("--qos-overrides", metavar="YAML",
                         help="per-topic QoS (history, depth, reliability, durability), as "
                              "ros2 bag play --qos-profile-overrides-path takes")
-    replay.add_argument("--clock", type=float, default=0.0, metavar="HZ",
-                        help="publish /clock from bag time at HZ (use_sim_time nodes)")
-    replay.add_argument("--wait-for-subscribers", type=float, default=0.0, metavar="S",
+    replay.add_argument("--clock", type=bounded(float, least=0), default=0.0, metavar="HZ",
+                        help="publish /clock from bag time at HZ (use_sim_time nodes; "
+                             "default 0: no /clock)")
+    replay.add_argument("--wait-for-subscribers", type=bounded(float, least=0), default=0.0,
+                        metavar="S",
                         help="wait up to S seconds until every topic has a subscriber")
-    replay.add_argument("--delay", type=float, default=0.5,
-                        help="then wait this many seconds before the first message")
+    replay.add_argument("--delay", type=bounded(float, least=0), default=0.5,
+                        help="then wait this many seconds before the first message "
+                             "(default 0.5)")
     replay.set_defaults(func=cmd_replay)
 
     inspect = sub.add_parser("inspect", help=cmd_inspect.__doc__)
     inspect.add_argument("checkpoint", help="checkpoint directory or model.safetensors")
-    inspect.add_argument("--kv-pages", type=int, default=512, help="KV pool pages (default 512)")
-    inspect.add_argument("--page-size", type=int, default=16, help="tokens per page")
-    inspect.add_argument("--heads", type=int, nargs=3, metavar=("HEADS", "KV_HEADS", "HEAD_DIM"),
+    pool = specs(EngineConfig)
+    inspect.add_argument("--kv-pages", type=bounded(int, least=pool["num_pages"].range[0],
+                                                 most=pool["num_pages"].range[1]),
+                         default=pool["num_pages"].default,
+                         help=f"KV pool pages (default {pool['num_pages'].default}, the "
+                              "node's num_pages)")
+    inspect.add_argument("--page-size", type=bounded(int, least=pool["page_size"].range[0],
+                                                 most=pool["page_size"].range[1]),
+                         default=pool["page_size"].default,
+                         help=f"tokens per page (default {pool['page_size'].default})")
+    inspect.add_argument("--heads", type=bounded(int, least=1), nargs=3,
+                         metavar=("HEADS", "KV_HEADS", "HEAD_DIM"),
                          help="Gemma attention shape, for a variant the loader does not know")
-    inspect.add_argument("--vision-heads", type=int, default=0,
+    inspect.add_argument("--vision-heads", type=bounded(int, least=0), default=0,
                          help="SigLIP heads (default: width / 72, else width / 64)")
-    inspect.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"],
-                         help="dtype to size weights and cache for (default bfloat16)")
+    inspect.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+                         help="dtype to size weights and cache for (default auto, as the "
+                              "node: bfloat16 where the CPU has bf16 matrix units)")
     inspect.set_defaults(func=cmd_inspect)

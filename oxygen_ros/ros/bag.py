@@ -179,7 +179,10 @@ def load_qos_overrides(path: str | Path) -> dict:
     topic: {history, depth, reliability, durability} (any subset)."""
     import yaml
 
-    data = yaml.safe_load(Path(path).read_text()) or {}
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not YAML ({' '.join(str(error).split())})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of topic -> QoS settings")
     for topic, settings in data.items():

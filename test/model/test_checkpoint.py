@@ -420,9 +420,18 @@ def test_inspect_command_prints_format_dims_parameters_and_memory(tmp_path, refe
     assert "vision      2 layers x 144 wide" in result.stdout and "horizon 5 x 32" in result.stdout
     kv = 1000 * 16 * reference.config.kv_bytes_per_token(4)
     assert f"KV pool 1000 pages x 16 tokens = {kv / 2**30:.2f} GiB" in result.stdout
+    assert "every tensor the model needs, in its shape" in result.stdout
+    assert "statistics  lerobot" in result.stdout
     bad = subprocess.run([sys.executable, "-m", "oxygen_ros.cli", "inspect", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no model.safetensors" in bad.stderr
+    # a tensor the model needs is missing: inspect says so, as loading would
+    tensors = {"model." + k: v for k, v in real_keys(reference).items()}
+    del tensors["model.time_mlp_out.bias"]
+    save_file(tensors, str(directory / "model.safetensors"))
+    bad = subprocess.run([sys.executable, "-m", "oxygen_ros.cli", "inspect", str(directory)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "1 missing keys:\n  model.time_mlp_out.bias" in bad.stderr
 
 
 @pytest.mark.ros
