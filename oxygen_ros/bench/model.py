@@ -288,11 +288,12 @@ def report(results: "ModelBenchResult | list[ModelBenchResult]") -> str:
             lines.append(f"  {'':36}" + "".join(
                 f"{f'{r.decode_joules_per_token[batch]:.3f} J/token':>18}" for r in results))
     fewest = min(first.robots_chunk_ms, default=None)
+    robots = lambda count: f"{count} robot{'s' if count > 1 else ''} a frame"  # noqa: E731
     for count in first.robots_chunk_ms:
-        lines.append(_compared(f"action chunks, {count} robots a frame", results,
+        lines.append(_compared(f"action chunks, {robots(count)}", results,
                                lambda r: r.robots_chunk_ms[count], "{:.1f} ms"))
         if count != fewest:
-            lines.append(f"  {f'  ÷ {fewest} robot(s) a frame':36}" + "".join(
+            lines.append(f"  {f'  ÷ {robots(fewest)}':36}" + "".join(
                 f"{r.robots_chunk_ms[count] / r.robots_chunk_ms[fewest]:16.2f} x"
                 for r in results))
     if first.chunk_joules:
