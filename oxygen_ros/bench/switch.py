@@ -176,7 +176,7 @@ def run(loaded: LoadedModel, workload: SwitchWorkload, progress=lambda *_: None)
 def table(result: dict) -> str:
     lines = [f"model: {result['model']}; horizon {result['horizon']} steps, "
              f"{result['chunks']} chunks per delay",
-             f"{'mode':<10}" + "".join(f"  d={d:<4} jump  frozen  track"
+             f"{'mode':<10}" + "".join(f"  {'d=%g' % d:<6}{'jump':>6} {'frozen':>7} {'track':>6}"
                                        for d in result["delays"])]
     for mode in ("rtc_vjp", "rtc_error", "crossfade", "none"):
         if mode not in result["modes"]:
@@ -184,7 +184,7 @@ def table(result: dict) -> str:
         row = f"{mode:<10}"
         for d in result["delays"]:
             numbers = result["modes"][mode][str(d)]
-            row += (f"  {numbers['switch_jump_ratio']:>10.2f} {numbers['frozen_mae']:>7.3f}"
+            row += (f"  {numbers['switch_jump_ratio']:>12.2f} {numbers['frozen_mae']:>7.3f}"
                     f" {numbers['track_error']:>6.3f}")
         lines.append(row)
     for variant, numbers in result["cost"].items():
