@@ -238,7 +238,8 @@ ROWS = (
     ("action denoising (all steps)", lambda r: f"{r.denoise_ms:8.1f} ms"),
     ("action chunk, new observation", lambda r: f"{r.chunk_ms:8.1f} ms"),
     ("action chunk, cached prefix", lambda r: f"{r.chunk_cached_prefix_ms:8.1f} ms"),
-    ("prefill FLOPs", lambda r: f"{r.prefill_gflop:8.1f} GFLOP"),
+    ("prefill FLOPs", lambda r: f"{r.prefill_gflop:8.{'1f' if r.prefill_gflop >= 1 else '2g'}}"
+                                " GFLOP"),
     ("matmul peak (this run)", lambda r: f"{r.matmul_peak_gflops:8.1f} GFLOP/s"),
     ("prefill / matmul peak", lambda r: f"{r.prefill_peak_fraction:8.2f}"),
     ("VLM weight bytes read per step", lambda r: f"{r.weight_bytes / 1e6:8.1f} MB"),
