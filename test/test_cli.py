@@ -123,6 +123,24 @@ def test_train_demo_refuses_bad_input_before_training(tmp_path):
     assert not (tmp_path / "checkpoint").exists()
 
 
+def test_an_allocation_past_the_machine_is_one_line(tmp_path):
+    """A checkpoint whose config.json asks for a 10^13-step chunk: the allocator's refusal,
+    not a C++ traceback."""
+    import shutil
+
+    checkpoint = tmp_path / "huge"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "models" / "demo", checkpoint)
+    config = json.loads((checkpoint / "config.json").read_text())
+    config["chunk_size"] = config["n_action_steps"] = 10 ** 13
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    result = run_cli("bench-model", "--checkpoint", str(checkpoint), "--repeats", "1",
+                     "--batches", "1", timeout=300)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "oxygen-ros bench-model: out of memory: can't allocate memory: you tried to allocate")
+    assert "Traceback" not in result.stderr
+
+
 def test_bench_model_refuses_counts_below_one_in_one_line():
     for args, message in [(("--robots", "1", "0"), "--robots: must be at least 1, not 0"),
                           (("--batches", "0"), "--batches: must be at least 1, not 0")]:
@@ -184,6 +202,9 @@ BAD_OPTIONS = [
     (["make-demo-bag", "new", "--camera-hz", "nan"], "--camera-hz: must be above 0, not nan"),
     (["make-demo-bag", "new", "--size", "100000x100000"], "more than the 16777216 pixels"),
     (["make-demo-bag", "new", "--seed", "-1"], "--seed: must be at least 0, not -1"),
+    (["make-demo-bag", "new", "--duration", "0.01"], "a bag of 0.01 s at 15 Hz holds no camera "
+                                                     "frame; it needs at least 0.0667 s"),
+    (["demo", "--duration", "0.05"], "a bag of 0.05 s at 15 Hz holds no camera frame"),
     (["replay", "bag", "--rate", "1e-12"], "--rate: must be at least 0.001, not 1e-12"),
     (["replay", "bag", "--remap", "foo"], "--remap: expected OLD:=NEW, not 'foo'"),
     (["replay", "bag", "--remap", ":=/x"], "--remap: expected OLD:=NEW, not ':=/x'"),

@@ -4,6 +4,7 @@ its handlers, so `oxygen-ros --help` and `oxygen-ros replay` start without them.
 
 import argparse
 import signal
+import sys
 
 from oxygen_ros.cli import bench, demo, robot
 from oxygen_ros.cli.options import Parser
@@ -29,4 +30,25 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, _leave_quietly)
     signal.signal(signal.SIGTERM, _leave_quietly)
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (MemoryError, RuntimeError) as error:
+        # torch's CPU allocator and CUDA both raise RuntimeErrors; a settings file or
+        # checkpoint config that sizes a buffer past the machine ends here in one line
+        if not isinstance(error, MemoryError) and not _out_of_memory(str(error)):
+            raise
+        print(f"oxygen-ros {args.command}: out of memory: {_allocation(str(error))}",
+              file=sys.stderr)
+        return 1
+
+
+def _out_of_memory(message: str) -> bool:
+    return "can't allocate memory" in message or "out of memory" in message.lower()
+
+
+def _allocation(message: str) -> str:
+    """The sentence of the allocator's message that names the size, without its C++ frame."""
+    for sentence in message.replace("\n", " ").split(". "):
+        if "allocate" in sentence:
+            return sentence.split("DefaultCPUAllocator: ")[-1].strip().rstrip(".")
+    return message.splitlines()[0] if message else "MemoryError"

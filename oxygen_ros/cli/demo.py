@@ -21,8 +21,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     summary JSON."""
     if args.kill_camera is not None and args.robots < 2:
         return usage_error("demo", f"--kill-camera needs --robots 2 or more, not {args.robots}")
+    from oxygen_ros.ros.bag import DemoBagSpec
+
     try:
         arguments, node_args, memory_period_s = demo_configuration(args)
+        DemoBagSpec(duration_s=args.duration)           # the bag it writes holds a frame
     except ValueError as error:
         return usage_error("demo", str(error))
     ros_environment()
@@ -63,10 +66,13 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
                                             "pixels camera_ingest takes by default")
     if Path(args.path).exists():
         return usage_error("make-demo-bag", f"{args.path} exists; choose a new path")
-    spec = DemoBagSpec(duration_s=args.duration, camera_hz=args.camera_hz,
-                       encoding=args.encoding, width=int(width), height=int(height),
-                       grayscale=args.gray, storage=args.storage, seed=args.seed,
-                       cameras=args.cameras)
+    try:
+        spec = DemoBagSpec(duration_s=args.duration, camera_hz=args.camera_hz,
+                           encoding=args.encoding, width=int(width), height=int(height),
+                           grayscale=args.gray, storage=args.storage, seed=args.seed,
+                           cameras=args.cameras)
+    except ValueError as error:
+        return usage_error("make-demo-bag", str(error))
     path = write_demo_bag(args.path, spec)
     topics = sorted({"/cameras/" + name + "/image_raw" for name in
                      ("base", "left_wrist", "right_wrist")[:spec.cameras]})
