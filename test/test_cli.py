@@ -63,9 +63,17 @@ def test_replay_refuses_offsets_past_the_end_and_looping_a_zero_length_bag(tmp_p
     late = run_cli("replay", str(tmp_path / "bag"), "--start-offset", "50")
     assert late.returncode == 2 and "past the end of the bag" in late.stderr
     (tmp_path / "qos.yaml").write_text("/joint_states: [reliability: {")
-    for args, message in [(("--namespace", "bad name!"), "Invalid topic name"),
-                          (("--remap", "/oxygen/instruction:=/a b"), "Invalid topic name"),
-                          (("--qos-overrides", str(tmp_path / "qos.yaml")), "qos.yaml: not YAML")]:
+    for args, message in [(("--namespace", "bad name!"), "--namespace: Invalid namespace: "
+                                                          "namespace must not contain characters "
+                                                          "other than alphanumerics, '_', or '/' "
+                                                          "('/bad name!')"),
+                          (("--remap", "/oxygen/instruction:=/a b"),
+                           "--remap: Invalid topic name: "),
+                          (("--qos-overrides", str(tmp_path / "qos.yaml")),
+                           "replay: --qos-overrides: " + str(tmp_path / "qos.yaml") + ": not YAML"),
+                          (("--qos-overrides", str(tmp_path / "none.yaml")),
+                           "replay: --qos-overrides " + str(tmp_path / "none.yaml")
+                           + ": No such file or directory")]:
         refused = run_cli("replay", str(tmp_path / "bag"), *args)
         assert refused.returncode == 2 and message in refused.stderr, (args, refused.stderr)
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
@@ -112,7 +120,7 @@ def test_train_demo_refuses_bad_input_before_training(tmp_path):
              (("--eval-worlds", "0"), "--eval-worlds: must be at least 1"),
              (("--threads", "-3"), "--threads: must be at least 0"),
              (("--lr", "0"), "--lr: must be above 0"),
-             (("--time-budget", "nan"), "--time-budget: must be above 0"),
+             (("--time-budget", "nan"), "--time-budget: expected a finite number, not nan"),
              (("--out", str(tmp_path / "file")), "File exists")]
     for args, message in cases:
         out = ("--out", str(tmp_path / "checkpoint")) if args[0] != "--out" else ()
@@ -124,14 +132,14 @@ def test_train_demo_refuses_bad_input_before_training(tmp_path):
 
 
 def test_an_allocation_past_the_machine_is_one_line(tmp_path):
-    """A checkpoint whose config.json asks for a 10^13-step chunk: the allocator's refusal,
-    not a C++ traceback."""
+    """A checkpoint whose config.json asks for the longest chunk it may (2^31 - 1 steps, a
+    terabyte of activations): the allocator's refusal, not a C++ traceback."""
     import shutil
 
     checkpoint = tmp_path / "huge"
     shutil.copytree(Path(__file__).resolve().parent.parent / "models" / "demo", checkpoint)
     config = json.loads((checkpoint / "config.json").read_text())
-    config["chunk_size"] = config["n_action_steps"] = 10 ** 13
+    config["chunk_size"] = config["n_action_steps"] = 2**31 - 1
     (checkpoint / "config.json").write_text(json.dumps(config))
     result = run_cli("bench-model", "--checkpoint", str(checkpoint), "--repeats", "1",
                      "--batches", "1", timeout=300)
@@ -199,12 +207,23 @@ BAD_OPTIONS = [
     (["bench-ingest", "--repeats", "0"], "--repeats: must be at least 1, not 0"),
     (["bench-fleet", "--duration", "0"], "--duration: must be above 0, not 0"),
     (["make-demo-bag", "new", "--duration", "1e9"], "--duration: must be at most 3600"),
-    (["make-demo-bag", "new", "--camera-hz", "nan"], "--camera-hz: must be above 0, not nan"),
+    (["make-demo-bag", "new", "--camera-hz", "nan"], "--camera-hz: expected a finite number"),
     (["make-demo-bag", "new", "--size", "100000x100000"], "more than the 16777216 pixels"),
     (["make-demo-bag", "new", "--seed", "-1"], "--seed: must be at least 0, not -1"),
-    (["make-demo-bag", "new", "--duration", "0.01"], "a bag of 0.01 s at 15 Hz holds no camera "
-                                                     "frame; it needs at least 0.0667 s"),
-    (["demo", "--duration", "0.05"], "a bag of 0.05 s at 15 Hz holds no camera frame"),
+    (["make-demo-bag", "new", "--duration", "0.01"], "--duration: a bag of 0.01 s at 15 Hz holds "
+                                                     "no camera frame; it needs at least 0.067 s"),
+    (["make-demo-bag", "new", "--duration", "0.0333", "--camera-hz", "30"],
+     "it needs at least 0.034 s"),
+    (["demo", "--duration", "0.05"], "argument --duration: a bag of 0.05 s at 15 Hz holds no"),
+    (["bench-fleet", "--duration", "0.05"], "argument --duration: a bag of 0.05 s at 15 Hz"),
+    (["bench-switch", "--execution-horizon", "200000"], "must be at most 100000, not 200000"),
+    (["bench-switch", "--max-guidance-weight", "1e7"], "must be at most 1000000, not 1e7"),
+    (["bench-switch", "--seed", "2147483648"], "--seed: must be at most 2147483647"),
+    (["bench", "--dialogue-per-frame", "inf"], "expected a finite number, not inf"),
+    (["replay", "bag", "--start-offset", "1e300"], "--start-offset: must be at most 1000000000"),
+    (["replay", "bag", "--delay", "inf"], "--delay: expected a finite number, not inf"),
+    (["run", "--duration", "nan"], "--duration: expected a finite number, not nan"),
+    (["run", "--duration", "-5"], "--duration: must be at least 0, not -5"),
     (["replay", "bag", "--rate", "1e-12"], "--rate: must be at least 0.001, not 1e-12"),
     (["replay", "bag", "--remap", "foo"], "--remap: expected OLD:=NEW, not 'foo'"),
     (["replay", "bag", "--remap", ":=/x"], "--remap: expected OLD:=NEW, not ':=/x'"),

@@ -8,7 +8,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from oxygen_ros.bench.report import percentile_ms, pyplot
+from oxygen_ros.bench.report import percentile_ms, pyplot, save_figure
 from oxygen_ros.bench.workloads import Workload
 from oxygen_ros.engine.baselines import IsolatedEngine, SharedKVEngine
 from oxygen_ros.engine.config import EngineConfig
@@ -171,6 +171,4 @@ def plot(result: dict, path: str) -> None:
         axis.set_xticks(x, names)
     fig.suptitle(f"oxygen_ros bench: preset {result['preset']} on {result['device']}, "
                  f"{result['frames']} frames — speedup {result['speedup_vs_isolated']:.2f}x")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)

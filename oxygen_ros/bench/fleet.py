@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
-from oxygen_ros.bench.report import pyplot
+from oxygen_ros.bench.report import pyplot, save_figure
 from oxygen_ros.ros.demo_job import DemoJob, run_robots
 
 MODES = ("fleet", "separate")
@@ -195,6 +195,4 @@ def plot(data: dict, path: str) -> None:
         axis.set_xticks(counts)
         axis.set_title(title)
         axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save_figure(figure, path)

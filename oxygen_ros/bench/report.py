@@ -38,6 +38,14 @@ def write_json(data, path) -> Path:
     return out
 
 
+def save_figure(figure, path, dpi: int = 110) -> None:
+    """Write a matplotlib figure (laid out tight) to path, making missing folders, and close it."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(path, dpi=dpi)
+    pyplot().close(figure)
+
+
 def pyplot():
     """matplotlib.pyplot on the Agg backend: plots are files, no display needed."""
     import matplotlib

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from oxygen_ros.bench.report import pyplot, write_json
+from oxygen_ros.bench.report import pyplot, save_figure, write_json
 from oxygen_ros.bench.workloads import SwitchWorkload
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.demo.observe import world_prefix
@@ -59,22 +59,32 @@ class _Observations:
         return table, time.perf_counter() - started
 
 
-def _task(loaded: LoadedModel, workload: SwitchWorkload, sampler: str) -> ActionTask:
-    """sampler: plain, rtc_vjp or rtc_error."""
+def engine_config(workload: SwitchWorkload, sampler: str = "rtc_vjp") -> EngineConfig:
+    """The engine settings of one sampler (plain, rtc_vjp or rtc_error); a ValueError names
+    a workload setting outside the engine's range."""
     guided = sampler != "plain"
-    return ActionTask(loaded.model, EngineConfig(
+    return EngineConfig(
         chunk_switch="rtc" if guided else "crossfade", action_dt_s=workload.dt,
         rtc_guidance=sampler[4:] if guided else "vjp",
         rtc_execution_horizon=workload.execution_horizon,
         rtc_prefix_attention_schedule=workload.schedule,
-        rtc_max_guidance_weight=workload.max_guidance_weight, seed=workload.seed))
+        rtc_max_guidance_weight=workload.max_guidance_weight, seed=workload.seed)
+
+
+def delay_steps(fraction: float, horizon: int) -> int:
+    """The inference delay, in steps of an H-step chunk, a fraction of the horizon stands for."""
+    return max(1, round(fraction * horizon))
+
+
+def _task(loaded: LoadedModel, workload: SwitchWorkload, sampler: str) -> ActionTask:
+    return ActionTask(loaded.model, engine_config(workload, sampler))
 
 
 def _run_delay(loaded: LoadedModel, workload: SwitchWorkload, fraction: float,
                timings: dict) -> dict:
     horizon = loaded.model.config.action_horizon
     dt = workload.dt
-    delay = max(1, round(fraction * horizon))
+    delay = delay_steps(fraction, horizon)
     # a plan lasts until its successor takes over: at most H - d steps apart
     period = max(1, min(workload.period_steps or horizon // 2, horizon - delay))
     world = TabletopWorld(workload.world_seed)
@@ -227,6 +237,4 @@ def plot(result: dict, path: Path) -> None:
     right.set_ylabel("joint 0 command")
     right.set_title(f"executed commands, delay {middle} of the horizon")
     right.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    save_figure(figure, path, dpi=100)

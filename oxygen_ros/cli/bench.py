@@ -7,10 +7,10 @@ from pathlib import Path
 
 from oxygen_ros.bench.report import write_json
 from oxygen_ros.bench.workloads import SwitchWorkload, Workload
-from oxygen_ros.cli.options import (add_json, add_node_options, add_threads, bounded,
-                                    device_error, output_file, ros_environment, seed_option,
-                                    usage_error)
-from oxygen_ros.cli.demo import LONGEST_BAG_S, demo_configuration
+from oxygen_ros.cli.options import (add_dtype, add_json, add_node_options, add_threads,
+                                    bounded, device_error, output_file, ros_environment,
+                                    seed_option, usage_error)
+from oxygen_ros.cli.demo import demo_bag_duration, demo_configuration
 from oxygen_ros.model.config import PRESETS
 
 DEMO_CHECKPOINT = "package://oxygen_ros/models/demo"
@@ -95,6 +95,16 @@ def cmd_bench_switch(args: argparse.Namespace) -> int:
     from oxygen_ros.engine.threads import apply_torch_threads
     from oxygen_ros.model.loading import load_model
 
+    workload = SwitchWorkload(
+        delays=tuple(args.delays), chunks=args.chunks, period_steps=args.period,
+        blend_s=args.blend_s,
+        default_guidance=args.guidance, execution_horizon=args.execution_horizon,
+        schedule=args.schedule, max_guidance_weight=args.max_guidance_weight, seed=args.seed,
+        world_seed=args.world)
+    try:
+        switch_benchmark.engine_config(workload)
+    except ValueError as error:
+        return usage_error("bench-switch", str(error))
     apply_torch_threads(args.threads)
     checkpoint = args.checkpoint
     if checkpoint is None and args.preset is None:
@@ -105,17 +115,12 @@ def cmd_bench_switch(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as error:       # CheckpointError is a ValueError
         return usage_error("bench-switch", str(error))
     horizon = loaded.model.config.action_horizon
-    too_late = [d for d in args.delays if round(d * horizon) >= horizon]
+    too_late = [d for d in args.delays if switch_benchmark.delay_steps(d, horizon) >= horizon]
     if too_late:
         return usage_error("bench-switch", f"--delays {too_late[0]:g}: a delay of "
-                                           f"{round(too_late[0] * horizon)} steps leaves no step "
-                                           f"of the {horizon}-step chunk to switch in")
-    workload = SwitchWorkload(
-        delays=tuple(args.delays), chunks=args.chunks, period_steps=args.period,
-        blend_s=args.blend_s,
-        default_guidance=args.guidance, execution_horizon=args.execution_horizon,
-        schedule=args.schedule, max_guidance_weight=args.max_guidance_weight, seed=args.seed,
-        world_seed=args.world)
+                                           f"{switch_benchmark.delay_steps(too_late[0], horizon)} "
+                                           f"steps leaves no step of the {horizon}-step chunk to "
+                                           "switch in")
     delays = progress.bar(len(workload.delays), "delays", "delay")
     result = switch_benchmark.run(loaded, workload, progress=lambda _: delays.update())
     delays.close()
@@ -163,12 +168,6 @@ def cmd_bench_fleet(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_dtype(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-                         help="auto (default): bfloat16 where the device has bf16 matrix "
-                              "units, else float32")
-
-
 def _add_bench(sub) -> None:
     bench = sub.add_parser("bench", help=cmd_bench.__doc__)
     defaults = Workload()
@@ -189,7 +188,7 @@ def _add_bench(sub) -> None:
                        default=defaults.tokens_per_frame,
                        help=f"k: decode steps per frame in oxygen mode (default "
                             f"{defaults.tokens_per_frame})")
-    bench.add_argument("--dialogue-per-frame", type=bounded(float, least=0),
+    bench.add_argument("--dialogue-per-frame", type=bounded(float, least=0, most=1000),
                        default=defaults.dialogue_per_frame,
                        help=f"mean new dialogue requests per frame (Poisson; default "
                             f"{defaults.dialogue_per_frame:g})")
@@ -216,6 +215,9 @@ def _add_bench(sub) -> None:
 
 
 def _add_bench_switch(sub) -> None:
+    from oxygen_ros.engine.config import EngineConfig
+    from oxygen_ros.engine.parameters import specs
+
     switch = sub.add_parser("bench-switch", help=cmd_bench_switch.__doc__)
     defaults = SwitchWorkload()
     switch.add_argument("--checkpoint", help=f"a π0.5 checkpoint directory (default: the main "
@@ -234,17 +236,25 @@ def _add_bench_switch(sub) -> None:
                         help="steps between chunks; a longer one than H - delay is cut to it "
                              f"(default {defaults.period_steps}: the main job's 0.2 s frames "
                              "at 50 Hz; 0: H/2)")
-    switch.add_argument("--blend-s", type=bounded(float, least=0), default=defaults.blend_s,
+    switch.add_argument("--blend-s", type=bounded(float, least=0, most=60),
+                        default=defaults.blend_s,
                         help=f"the cross-fade's length (default {defaults.blend_s:g})")
     switch.add_argument("--guidance", choices=["vjp", "error"], default=defaults.default_guidance,
-                        help="the variant reported as modes.rtc and rtc_cost_ratio")
-    switch.add_argument("--execution-horizon", type=bounded(int, least=0),
+                        help=f"the variant reported as modes.rtc and rtc_cost_ratio (default "
+                             f"{defaults.default_guidance})")
+    most = {name: spec.range[1] for name, spec in specs(EngineConfig).items() if spec.range}
+    switch.add_argument("--execution-horizon",
+                        type=bounded(int, least=0, most=most["rtc_execution_horizon"]),
                         default=defaults.execution_horizon,
                         help="chunk steps guided toward the plan, at least the frozen ones "
-                             "(0: all the plan still covers)")
+                             f"(default {defaults.execution_horizon}; 0: all the plan still "
+                             "covers)")
     switch.add_argument("--schedule", choices=["zeros", "ones", "linear", "exp"],
-                        default=defaults.schedule)
-    switch.add_argument("--max-guidance-weight", type=bounded(float, least=0),
+                        default=defaults.schedule,
+                        help=f"the guidance weights after the frozen steps (default "
+                             f"{defaults.schedule})")
+    switch.add_argument("--max-guidance-weight",
+                        type=bounded(float, least=0, most=most["rtc_max_guidance_weight"]),
                         default=defaults.max_guidance_weight,
                         help=f"the guidance weight's cap (default "
                              f"{defaults.max_guidance_weight:g})")
@@ -314,7 +324,7 @@ def add_commands(sub) -> None:
                              help="then a fleet of N whose last robot's camera_ingest is killed "
                                   "half a bag after its first command: how the others fare "
                                   "(default 4; 0 skips it)")
-    bench_fleet.add_argument("--duration", type=bounded(float, above=0, most=LONGEST_BAG_S),
+    bench_fleet.add_argument("--duration", type=demo_bag_duration,
                              default=8.0,
                              help="seconds of each robot's demo bag (default 8)")
     seed_option(bench_fleet, "robot i replays tabletop world seed+i (default 0)")

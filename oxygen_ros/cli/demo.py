@@ -13,6 +13,19 @@ DEFAULT_DEMO_BAG = "build/demo_bag"      # as oxygen_ros.ros.demo_job (imported 
 LONGEST_BAG_S = 3600.0                   # an hour: 162 000 frames at 3 cameras x 15 Hz
 
 
+def demo_bag_duration(text: str) -> float:
+    """An argparse type: the length of a demo bag the verb writes (at the demo's camera
+    rate), above 0, up to an hour, holding at least one camera frame."""
+    from oxygen_ros.ros.bag import DemoBagSpec
+
+    seconds = bounded(float, above=0, most=LONGEST_BAG_S)(text)
+    try:
+        DemoBagSpec(duration_s=seconds)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return seconds
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: replay the demo bag through camera_ingest -> inference with the
     trained demo model on the CPU, each node in its own process, configured as `ros2 launch
@@ -21,11 +34,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     summary JSON."""
     if args.kill_camera is not None and args.robots < 2:
         return usage_error("demo", f"--kill-camera needs --robots 2 or more, not {args.robots}")
-    from oxygen_ros.ros.bag import DemoBagSpec
-
     try:
         arguments, node_args, memory_period_s = demo_configuration(args)
-        DemoBagSpec(duration_s=args.duration)           # the bag it writes holds a frame
     except ValueError as error:
         return usage_error("demo", str(error))
     ros_environment()
@@ -72,7 +82,7 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
                            grayscale=args.gray, storage=args.storage, seed=args.seed,
                            cameras=args.cameras)
     except ValueError as error:
-        return usage_error("make-demo-bag", str(error))
+        return usage_error("make-demo-bag", f"--duration: {error}")
     path = write_demo_bag(args.path, spec)
     topics = sorted({"/cameras/" + name + "/image_raw" for name in
                      ("base", "left_wrist", "right_wrist")[:spec.cameras]})
@@ -188,7 +198,7 @@ def add_commands(sub) -> None:
                                     "path that does not exist yet — and score the outputs "
                                     "against its ground truth)")
     seed_option(demo, "the tabletop world of the demo bag (default 0)")
-    demo.add_argument("--duration", type=bounded(float, above=0, most=LONGEST_BAG_S),
+    demo.add_argument("--duration", type=demo_bag_duration,
                       default=12.0,
                       help="length of the demo bag in seconds (default 12: the episodes "
                            "the demo model was trained on; after 12 s its memory summaries "
@@ -197,7 +207,8 @@ def add_commands(sub) -> None:
                       help="robots served by the one inference process (default 1): robot_i "
                            "replays world seed+i under /robot_i/ through its own camera_ingest; "
                            "a summary per robot and a fleet line")
-    demo.add_argument("--kill-camera", type=bounded(float, least=0), metavar="SECONDS",
+    demo.add_argument("--kill-camera", type=bounded(float, least=0, most=LONGEST_BAG_S),
+                      metavar="SECONDS",
                       help="with --robots 2 or more: kill the last robot's camera_ingest this "
                            "long after its first command (its watchdog stops its commands; "
                            "the fleet line is over the others)")

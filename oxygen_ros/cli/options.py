@@ -2,6 +2,7 @@
 the verbs that talk ROS."""
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -17,22 +18,34 @@ class Parser(argparse.ArgumentParser):
 
 
 def bounded(kind: type = int, least=None, above=None, most=None, below=None):
-    """An argparse type: a number of `kind` (int or float) with least <= value, above < value,
-    value <= most and value < below where given (NaN is within no bounds)."""
+    """An argparse type: a finite number of `kind` (int or float) with least <= value,
+    above < value, value <= most and value < below where given."""
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"expected {'an integer' if kind is int else 'a number'}, not {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, not {text}")
         for bound, holds, words in ((least, lambda b: value >= b, "at least"),
                                     (above, lambda b: value > b, "above"),
                                     (most, lambda b: value <= b, "at most"),
                                     (below, lambda b: value < b, "below")):
             if bound is not None and not holds(bound):
-                raise argparse.ArgumentTypeError(f"must be {words} {bound:g}, not {text}")
+                raise argparse.ArgumentTypeError(f"must be {words} {_number(bound)}, not {text}")
         return value
     return parse
+
+
+# waits (replay's --delay, --wait-for-subscribers) up to an hour; times (a run's duration,
+# a bag offset) up to ~31 years, well inside int64 nanoseconds
+LONGEST_WAIT_S = 3600.0
+LONGEST_TIME_S = 1e9
+
+
+def _number(bound) -> str:
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
 
 
 def output_file(text: str) -> str:
@@ -46,18 +59,26 @@ def output_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text}: {folder} is a file, not a folder")
     if folder is not None and not os.access(folder, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text}: {folder} is not writable")
-    return text
+    return str(path)
 
 
 def seed_option(command: argparse.ArgumentParser, help: str, default: int = 0,
                 name: str = "--seed") -> None:
-    command.add_argument(name, type=bounded(int, least=0), default=default, help=help)
+    command.add_argument(name, type=bounded(int, least=0, most=2**31 - 1), default=default,
+                         help=help)
 
 
 def add_threads(command: argparse.ArgumentParser) -> None:
     command.add_argument("--threads", type=bounded(int, least=0), default=0,
                          help="torch CPU threads (default 0: all cores but one, as the "
                               "inference node)")
+
+
+def add_dtype(command: argparse.ArgumentParser, what: str = "the model's dtype") -> None:
+    command.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+                         help=f"{what}: auto (default, as the node's dtype), bfloat16 where the "
+                              "device has bf16 matrix units, else float32; or float32, "
+                              "bfloat16")
 
 
 def add_json(command: argparse.ArgumentParser, plot: bool = False, instead: bool = False) -> None:
@@ -153,4 +174,8 @@ def device_error(command: str, device: str) -> int:
     if kind == "cuda" and not torch.cuda.is_available():
         why = "a CPU-only build" if torch.version.cuda is None else "no GPU or driver found"
         return usage_error(command, f"--device {device}: this torch cannot use CUDA ({why})")
+    index = torch.device(device).index
+    if kind == "cuda" and index is not None and index >= torch.cuda.device_count():
+        return usage_error(command, f"--device {device}: this machine has "
+                                    f"{torch.cuda.device_count()} CUDA device(s), cuda:0 up")
     return 0

@@ -1,11 +1,11 @@
 """oxygen-ros verbs for a robot: run the nodes, replay a bag, inspect a checkpoint."""
 
 import argparse
-import sys
 import time
 
-from oxygen_ros.cli.options import (add_node_options, bounded, launch_arguments,
-                                    node_ros_args, ros_environment, usage_error)
+from oxygen_ros.cli.options import (LONGEST_TIME_S, LONGEST_WAIT_S, add_dtype, add_node_options,
+                                    bounded, launch_arguments, node_ros_args, ros_environment,
+                                    usage_error)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -58,11 +58,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rclpy.node import Node
     from rclpy.signals import SignalHandlerOptions
     from rclpy.exceptions import NameValidationException
+    from rclpy.validate_namespace import validate_namespace
     from rosbags.highlevel import AnyReaderError
 
     from oxygen_ros.ros.bag import BagReplayer, load_qos_overrides
     from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
 
+    if args.namespace.strip("/"):
+        try:
+            validate_namespace("/" + args.namespace.strip("/"))
+        except NameValidationException as error:
+            return usage_error("replay", f"--namespace: {_name_error(error)}")
     rclpy.init(args=["oxygen-ros-replay"], signal_handler_options=SignalHandlerOptions.NO)
     stop = install_stop_signals()   # Ctrl-C ends the replay where it is
     node = Node("oxygen_replay")
@@ -70,6 +76,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         try:
             overrides = load_qos_overrides(args.qos_overrides) if args.qos_overrides else None
+        except (ValueError, OSError) as error:
+            message = str(error) if isinstance(error, ValueError) else error.strerror
+            return usage_error("replay", f"--qos-overrides: {message}" if args.qos_overrides
+                               in message else f"--qos-overrides {args.qos_overrides}: {message}")
+        try:
             replayer = BagReplayer(node, args.bag, rate=args.rate, loop=args.loop,
                                    start_offset_s=args.start_offset,
                                    remap=dict(args.remap or ()),
@@ -80,8 +91,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             message = str(error)        # rosbags' own messages do not always name the bag
             return usage_error("replay", message if args.bag in message
                                else f"{args.bag}: {message}")
-        except NameValidationException as error:    # --namespace or --remap
-            return usage_error("replay", " ".join(str(error).split()[:-1]))
+        except NameValidationException as error:    # a --remap target
+            return usage_error("replay", f"--remap: {_name_error(error)}")
         print(f"replaying {args.bag} ({replayer.duration_s:.1f} s) at {args.rate}x", flush=True)
         if args.wait_for_subscribers:
             missing = replayer.wait_for_subscribers(args.wait_for_subscribers, stop)
@@ -102,6 +113,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _name_error(error: Exception) -> str:
+    """rclpy's name refusal in one line: the rule broken, then the name."""
+    rule, name = (str(error).splitlines() + [""])[:2]
+    return f"{rule.rstrip(':')} ({name.strip()})"
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Describe a π0.5 checkpoint: format, dimensions, parameters, memory for weights + KV."""
     from oxygen_ros.model import checkpoint
@@ -112,10 +129,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         info = checkpoint.inspect(args.checkpoint, tuple(args.heads or ()) or None,
                                   args.vision_heads)
         checkpoint.match_tensors(info)
-        normalization = checkpoint_normalization(info).source
+        normalization = ("not used (normalization: identity)" if args.normalization == "identity"
+                         else checkpoint_normalization(info, args.asset_id).source)
     except ValueError as error:       # CheckpointError is a ValueError
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return usage_error("inspect", str(error))
     config = info.config
     dtype, why = resolve_dtype(args.dtype)
     element = {"float32": 4, "bfloat16": 2}[dtype]
@@ -151,7 +168,8 @@ def add_commands(sub) -> None:
 
     run = sub.add_parser("run", help=cmd_run.__doc__)
     add_node_options(run)
-    run.add_argument("--duration", type=float, default=0.0, help="seconds (default: until Ctrl-C)")
+    run.add_argument("--duration", type=bounded(float, least=0, most=LONGEST_TIME_S), default=0.0,
+                     help="seconds (default 0: until Ctrl-C)")
     run.add_argument("--single-process", action="store_true",
                      help="both nodes in this one process instead: image decoding then shares "
                           "the engine's interpreter (a burst of camera frames can delay "
@@ -164,7 +182,8 @@ def add_commands(sub) -> None:
     replay.add_argument("--rate", type=bounded(float, least=1e-3, most=1e3), default=1.0,
                         help="speed factor, 0.001 to 1000 (default 1)")
     replay.add_argument("--loop", action="store_true", help="start over at the end")
-    replay.add_argument("--start-offset", type=bounded(float, least=0), default=0.0,
+    replay.add_argument("--start-offset", type=bounded(float, least=0, most=LONGEST_TIME_S),
+                        default=0.0,
                         help="skip this many seconds of the bag (default 0)")
     replay.add_argument("--remap", action="append", type=remap_pair, metavar="OLD:=NEW",
                         help="rename a topic")
@@ -178,13 +197,15 @@ def add_commands(sub) -> None:
     replay.add_argument("--qos-overrides", metavar="YAML",
                         help="per-topic QoS (history, depth, reliability, durability), as "
                              "ros2 bag play --qos-profile-overrides-path takes")
-    replay.add_argument("--clock", type=bounded(float, least=0), default=0.0, metavar="HZ",
+    replay.add_argument("--clock", type=bounded(float, least=0, most=1e3), default=0.0,
+                        metavar="HZ",
                         help="publish /clock from bag time at HZ (use_sim_time nodes; "
                              "default 0: no /clock)")
-    replay.add_argument("--wait-for-subscribers", type=bounded(float, least=0), default=0.0,
+    replay.add_argument("--wait-for-subscribers",
+                        type=bounded(float, least=0, most=LONGEST_WAIT_S), default=0.0,
                         metavar="S",
                         help="wait up to S seconds until every topic has a subscriber")
-    replay.add_argument("--delay", type=bounded(float, least=0), default=0.5,
+    replay.add_argument("--delay", type=bounded(float, least=0, most=LONGEST_WAIT_S), default=0.5,
                         help="then wait this many seconds before the first message "
                              "(default 0.5)")
     replay.set_defaults(func=cmd_replay)
@@ -206,7 +227,13 @@ def add_commands(sub) -> None:
                          help="Gemma attention shape, for a variant the loader does not know")
     inspect.add_argument("--vision-heads", type=bounded(int, least=0), default=0,
                          help="SigLIP heads (default: width / 72, else width / 64)")
-    inspect.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-                         help="dtype to size weights and cache for (default auto, as the "
-                              "node: bfloat16 where the CPU has bf16 matrix units)")
+    inspect.add_argument("--asset-id", default="",
+                         help="which assets/<id>/norm_stats.json of an openpi checkpoint, as the "
+                              "node's asset_id (default: the only one)")
+    inspect.add_argument("--normalization", default="checkpoint",
+                         choices=["checkpoint", "identity"],
+                         help="checkpoint (default): its statistics must be there, as the node "
+                              "needs them by default; identity: as the node's normalization: "
+                              "identity, none needed")
+    add_dtype(inspect, "dtype to size weights and cache for")
     inspect.set_defaults(func=cmd_inspect)

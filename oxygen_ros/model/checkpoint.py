@@ -143,6 +143,9 @@ def _shape(shapes: dict, key: str) -> tuple[int, ...]:
 HEAD_FIELDS = ("num_attention_heads", "num_key_value_heads", "head_dim")
 
 
+LARGEST_SETTING = 2**31 - 1      # a dimension or count past int32 is no checkpoint's
+
+
 def _config_int(raw: dict, key: str, default: int, least: int = 1) -> int:
     """config.json's integer `key` (`default` where absent), at least `least`; anything else
     (a string, a fraction, true, null) is an error naming the key."""
@@ -152,6 +155,9 @@ def _config_int(raw: dict, key: str, default: int, least: int = 1) -> int:
     if type(value) is not int or value < least:
         raise CheckpointError(f"config.json: {key} must be an integer of at least {least}, "
                               f"not {json.dumps(value)}")
+    if value > LARGEST_SETTING:
+        raise CheckpointError(f"config.json: {key} must be at most {LARGEST_SETTING}, not "
+                              f"{json.dumps(raw[key])}")
     return value
 
 
@@ -191,7 +197,8 @@ def _gemma(shapes: dict, stem: str, variant: str, role: str, raw: dict,
     k = _shape(shapes, f"{stem}layers.0.self_attn.k_proj.weight")
     gate = _shape(shapes, f"{stem}layers.0.mlp.gate_proj.weight")
     if q[0] != heads * head_dim or k[0] != kv_heads * head_dim:
-        unsaid = "" if raw else " (no config.json beside the weights: the default variant)"
+        key = role.replace(" ", "_") + "_variant"
+        unsaid = "" if key in raw else f" (config.json names no {key}: the default)"
         raise CheckpointError(
             f"{stem}layers.0.self_attn: q/k projections {q} / {k} do not fit variant "
             f"{variant!r}{unsaid} ({heads} heads, {kv_heads} kv heads, head_dim {head_dim})")

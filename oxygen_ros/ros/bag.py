@@ -70,7 +70,8 @@ class DemoBagSpec:
     def __post_init__(self) -> None:
         if int(self.duration_s * self.camera_hz) < 1:
             raise ValueError(f"a bag of {self.duration_s:g} s at {self.camera_hz:g} Hz holds no "
-                             f"camera frame; it needs at least {1 / self.camera_hz:.3g} s")
+                             f"camera frame; it needs at least "
+                             f"{math.ceil(1000 / self.camera_hz) / 1000:g} s")
 
 
 def _image(pixels: np.ndarray, encoding: str, stamp_ns: int, frame_id: str):

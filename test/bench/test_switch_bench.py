@@ -12,6 +12,8 @@ def test_bench_switch_json_plot_and_frozen_steps(tmp_path):
     result = switch_benchmark.run(loaded, switch_benchmark.SwitchWorkload(chunks=4))
     png = switch_benchmark.write(result, str(tmp_path / "switch.json"))
     assert png.exists() and png.stat().st_size > 10_000
+    switch_benchmark.plot(result, tmp_path / "new" / "folder" / "switch.png")   # folders made
+    assert (tmp_path / "new" / "folder" / "switch.png").stat().st_size > 10_000
     data = json.loads((tmp_path / "switch.json").read_text())
     assert data["delays"] == [0.1, 0.3, 0.5]
     assert set(data["modes"]) == {"rtc", "rtc_vjp", "rtc_error", "crossfade", "none"}

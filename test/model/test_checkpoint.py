@@ -236,6 +236,9 @@ def test_match_tensors_reads_the_header_alone(tmp_path, reference):
     ("tokenizer_max_length", "fifty", 'tokenizer_max_length must be an integer of at least 1, '
                                       'not "fifty"'),
     ("max_state_dim", 31.5, "max_state_dim must be an integer of at least 1, not 31.5"),
+    ("chunk_size", 1e300, "chunk_size must be at most 2147483647, not 1e+300"),
+    ("tokenizer_max_length", 2**40, "tokenizer_max_length must be at most 2147483647, not "
+                                    "1099511627776"),
     ("paligemma_variant", 5, "paligemma_variant must be a string, not 5"),
 ])
 def test_config_json_settings_of_the_wrong_type_or_range_are_named(tmp_path, reference,
@@ -266,9 +269,12 @@ def test_attention_shapes_must_fit_the_variant(tmp_path, reference):
     (directory / "config.json").write_text(json.dumps(config | {"paligemma_variant": "gemma_2b"}))
     with pytest.raises(checkpoint.CheckpointError, match="do not fit variant 'gemma_2b' \\(8"):
         checkpoint.inspect(directory)
+    unsaid = "do not fit variant 'gemma_2b' \\(config.json names no paligemma_variant: the default"
+    (directory / "config.json").write_text("{}")
+    with pytest.raises(checkpoint.CheckpointError, match=unsaid):
+        checkpoint.inspect(directory)
     (directory / "config.json").unlink()
-    with pytest.raises(checkpoint.CheckpointError, match="do not fit variant 'gemma_2b' \\(no "
-                                                         "config.json beside the weights"):
+    with pytest.raises(checkpoint.CheckpointError, match=unsaid):
         checkpoint.inspect(directory)
 
 
@@ -432,6 +438,32 @@ def test_inspect_command_prints_format_dims_parameters_and_memory(tmp_path, refe
     bad = subprocess.run([sys.executable, "-m", "oxygen_ros.cli", "inspect", str(directory)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "1 missing keys:\n  model.time_mlp_out.bias" in bad.stderr
+
+
+def test_inspect_picks_statistics_as_the_node_does(tmp_path, reference):
+    """--asset-id and --normalization identity stand for the node's parameters: a checkpoint
+    the node runs with them is not refused."""
+    import shutil
+    import subprocess
+    import sys
+
+    def inspect(*args):
+        return subprocess.run([sys.executable, "-m", "oxygen_ros.cli", "inspect",
+                               str(directory), *args], capture_output=True, text=True,
+                              timeout=120)
+
+    directory = write_openpi(tmp_path / "ckpt", reference)
+    shutil.copytree(directory / "assets" / "trossen", directory / "assets" / "aloha")
+    two = inspect()
+    assert two.returncode == 2 and "asset_id" in two.stderr, two.stderr
+    picked = inspect("--asset-id", "aloha")
+    assert picked.returncode == 0, picked.stderr
+    assert "statistics  openpi" in picked.stdout and "aloha" in picked.stdout, picked.stdout
+    shutil.rmtree(directory / "assets")
+    assert inspect().returncode == 2
+    identity = inspect("--normalization", "identity")
+    assert identity.returncode == 0, identity.stderr
+    assert "statistics  not used (normalization: identity)" in identity.stdout
 
 
 @pytest.mark.ros
