@@ -65,8 +65,10 @@ def seconds(stamp) -> float:
 
 
 def start_server(processes, tmp_path, name: str, robots):
+    # a 1 s watchdog: a silent robot trips it within seconds, and a loaded machine (one
+    # core, another suite beside it) does not stall a robot's 20 Hz observations that long
     params = write_params(tmp_path / f"{name}.yaml", inference={
-        "watchdog_ticks": 10, "memory_period_s": 1.0})
+        "watchdog_ticks": 50, "memory_period_s": 1.0})
     values = yaml.safe_load(params.read_text())["inference"]
     params.write_text(yaml.safe_dump({name: values}))       # the node named `name`
     return processes.start(executable("inference"), "--ros-args", "--params-file", params,
@@ -112,7 +114,11 @@ def test_two_robots_through_one_server_each_get_their_own_outputs(
             level, message, values, _ = alpha.diagnostics[f"oxygen_ros: inference/{robot}"]
             assert values["robot"] == robot and values["watchdog"] == "ok", message
 
+        def trips(robot: str) -> int:
+            return int(alpha.diagnostics[f"oxygen_ros: inference/{robot}"][2]["watchdog_trips"])
+
         # beta's camera goes silent: beta's watchdog trips, alpha goes on
+        before = {robot: trips(robot) for robot in ROBOTS}
         feeder.silent.add("beta")
         assert spin_probes(probes.values(), 10.0, lambda: alpha.diagnostics[
             "oxygen_ros: inference/beta"][2]["watchdog"] == "stale"), alpha.diagnostics
@@ -121,9 +127,9 @@ def test_two_robots_through_one_server_each_get_their_own_outputs(
         assert len(beta.commands) == beta_commands
         assert len(alpha.commands) - alpha_commands >= 50, len(alpha.commands) - alpha_commands
         level, message, values, _ = alpha.diagnostics["oxygen_ros: inference/alpha"]
-        assert values["watchdog"] == "ok" and int(values["watchdog_trips"]) == 0, message
+        assert values["watchdog"] == "ok" and trips("alpha") == before["alpha"], message
         level, message, values, _ = alpha.diagnostics["oxygen_ros: inference/beta"]
-        assert level == 2 and int(values["watchdog_trips"]) == 1, message
+        assert level == 2 and trips("beta") == before["beta"] + 1, message
     finally:
         feeder.close()
         for probe in probes.values():
