@@ -183,19 +183,27 @@ def run(loaded: LoadedModel, workload: SwitchWorkload, progress=lambda *_: None)
         "max_guidance_weight": workload.max_guidance_weight}
 
 
+def _label(delay: float) -> str:
+    return f"d={delay:g}"
+
+
+def _width(delay: float) -> int:
+    return max(6, len(_label(delay)) + 1)
+
+
 def table(result: dict) -> str:
     lines = [f"model: {result['model']}; horizon {result['horizon']} steps, "
              f"{result['chunks']} chunks per delay",
-             f"{'mode':<10}" + "".join(f"  {'d=%g' % d:<6}{'jump':>6} {'frozen':>7} {'track':>6}"
-                                       for d in result["delays"])]
+             f"{'mode':<10}" + "".join(f"  {_label(d):<{_width(d)}}{'jump':>6} {'frozen':>7} "
+                                       f"{'track':>6}" for d in result["delays"])]
     for mode in ("rtc_vjp", "rtc_error", "crossfade", "none"):
         if mode not in result["modes"]:
             continue
         row = f"{mode:<10}"
         for d in result["delays"]:
             numbers = result["modes"][mode][str(d)]
-            row += (f"  {numbers['switch_jump_ratio']:>12.2f} {numbers['frozen_mae']:>7.3f}"
-                    f" {numbers['track_error']:>6.3f}")
+            row += (f"  {numbers['switch_jump_ratio']:>{_width(d) + 6}.2f} "
+                    f"{numbers['frozen_mae']:>7.3f} {numbers['track_error']:>6.3f}")
         lines.append(row)
     for variant, numbers in result["cost"].items():
         lines.append(f"rtc {variant}: sampler {numbers['rtc_cost_ratio']:.2f}x the plain one "

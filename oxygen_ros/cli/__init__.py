@@ -43,7 +43,8 @@ def main(argv=None) -> int:
 
 
 def _out_of_memory(message: str) -> bool:
-    return "can't allocate memory" in message or "out of memory" in message.lower()
+    return any(words in message.lower() for words in ("can't allocate memory", "not enough memory",
+                                                      "out of memory"))
 
 
 def _allocation(message: str) -> str:

@@ -229,7 +229,7 @@ def _add_bench_switch(sub) -> None:
                         default=list(defaults.delays),
                         help="inference delays as fractions of the horizon, in [0, 1) "
                              f"(default {' '.join(f'{d:g}' for d in defaults.delays)})")
-    switch.add_argument("--chunks", type=bounded(int, least=2), default=defaults.chunks,
+    switch.add_argument("--chunks", type=bounded(int, least=2, most=1000), default=defaults.chunks,
                         help=f"chunks per delay (switches = chunks - 1; default "
                              f"{defaults.chunks})")
     switch.add_argument("--period", type=bounded(int, least=0), default=defaults.period_steps,

@@ -82,7 +82,7 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
                            grayscale=args.gray, storage=args.storage, seed=args.seed,
                            cameras=args.cameras)
     except ValueError as error:
-        return usage_error("make-demo-bag", f"--duration: {error}")
+        return usage_error("make-demo-bag", f"--duration, --camera-hz: {error}")
     path = write_demo_bag(args.path, spec)
     topics = sorted({"/cameras/" + name + "/image_raw" for name in
                      ("base", "left_wrist", "right_wrist")[:spec.cameras]})
@@ -220,7 +220,7 @@ def add_commands(sub) -> None:
     bag.add_argument("path", help="new bag directory")
     bag.add_argument("--duration", type=bounded(float, above=0, most=LONGEST_BAG_S),
                      default=12.0, help="seconds (default 12)")
-    bag.add_argument("--camera-hz", type=bounded(float, above=0, most=1000), default=15.0,
+    bag.add_argument("--camera-hz", type=bounded(float, least=0.001, most=1000), default=15.0,
                      help="frames per second of each camera (default 15)")
     bag.add_argument("--encoding", default="jpeg",
                      choices=["rgb8", "bgr8", "mono8", "jpeg", "png"],

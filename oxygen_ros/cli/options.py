@@ -26,7 +26,7 @@ def bounded(kind: type = int, least=None, above=None, most=None, below=None):
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"expected {'an integer' if kind is int else 'a number'}, not {text!r}") from None
-        if not math.isfinite(value):
+        if kind is float and not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"expected a finite number, not {text}")
         for bound, holds, words in ((least, lambda b: value >= b, "at least"),
                                     (above, lambda b: value > b, "above"),

@@ -232,8 +232,8 @@ def add_commands(sub) -> None:
                               "node's asset_id (default: the only one)")
     inspect.add_argument("--normalization", default="checkpoint",
                          choices=["checkpoint", "identity"],
-                         help="checkpoint (default): its statistics must be there, as the node "
-                              "needs them by default; identity: as the node's normalization: "
-                              "identity, none needed")
+                         help="checkpoint (default, the node's normalization: ''): its "
+                              "statistics must be there; identity (the node's normalization: "
+                              "identity): none needed")
     add_dtype(inspect, "dtype to size weights and cache for")
     inspect.set_defaults(func=cmd_inspect)

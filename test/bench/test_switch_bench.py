@@ -31,5 +31,5 @@ def test_bench_switch_json_plot_and_frozen_steps(tmp_path):
         assert "trajectory" not in numbers["rtc"]                     # kept out of the JSON
     table = switch_benchmark.table(result)
     assert "rtc_vjp" in table and "x the plain one" in table
-    header, *rows = table.splitlines()[1:5]
+    header, *rows = table.splitlines()[1:6]
     assert {len(row) for row in rows} == {len(header)}                # columns line up
