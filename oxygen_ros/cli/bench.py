@@ -25,12 +25,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     workload = Workload(**{f.name: getattr(args, f.name) for f in fields(Workload)
                            if hasattr(args, f.name)})
     refused = device_error("bench", args.device)
+    if refused:
+        return refused
     try:
         benchmark.engine_config(workload)
     except ValueError as error:
-        refused = refused or usage_error("bench", str(error))
-    if refused:
-        return refused
+        return usage_error("bench", str(error))
     apply_torch_threads(args.threads)
     frames = progress.bar(workload.warmup_frames + workload.frames, "frames", "frame")
     result = benchmark.run(workload, progress=lambda done, _: frames.update(done - frames.n))
@@ -115,12 +115,12 @@ def cmd_bench_switch(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as error:       # CheckpointError is a ValueError
         return usage_error("bench-switch", str(error))
     horizon = loaded.model.config.action_horizon
-    too_late = [d for d in args.delays if switch_benchmark.delay_steps(d, horizon) >= horizon]
-    if too_late:
-        return usage_error("bench-switch", f"--delays {too_late[0]:g}: a delay of "
-                                           f"{switch_benchmark.delay_steps(too_late[0], horizon)} "
-                                           f"steps leaves no step of the {horizon}-step chunk to "
-                                           "switch in")
+    for fraction in args.delays:
+        steps = switch_benchmark.delay_steps(fraction, horizon)
+        if steps >= horizon:
+            return usage_error("bench-switch", f"--delays {fraction:g}: a delay of {steps} steps "
+                                               f"leaves no step of the {horizon}-step chunk to "
+                                               "switch in")
     delays = progress.bar(len(workload.delays), "delays", "delay")
     result = switch_benchmark.run(loaded, workload, progress=lambda _: delays.update())
     delays.close()

@@ -151,12 +151,12 @@ def cmd_evaluate_demo(args: argparse.Namespace) -> int:
     verdict = compare_manifest(result, manifest, args.first_world, args.worlds)
     for line in report_lines(result, args.first_world, args.worlds, verdict):
         print(line, file=sys.stderr)
-    text = json.dumps(result, indent=2) + "\n"
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(text)
+        from oxygen_ros.bench.report import write_json
+
+        write_json(result, args.json)
     else:
-        print(text, end="")
+        print(json.dumps(result, indent=2))
     return 0
 
 

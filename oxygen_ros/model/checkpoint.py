@@ -10,6 +10,7 @@ missing or unexpected keys are an error that lists them; every shape is checked.
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -55,10 +56,14 @@ class Checkpoint:
     prefix: str                      # "" (openpi) or "model." (lerobot)
     config: ModelConfig
     raw_config: dict
-    dtypes: dict[str, int]           # stored dtype -> number of tensors
     num_parameters: int
     shapes: dict[str, tuple[int, ...]]   # key -> stored shape
     stored_dtypes: dict[str, str]        # key -> stored dtype (safetensors name)
+
+    @property
+    def dtypes(self) -> dict[str, int]:
+        """Stored dtype -> number of tensors."""
+        return dict(Counter(self.stored_dtypes.values()))
 
 
 # -- key mapping -------------------------------------------------------------------------
@@ -276,14 +281,11 @@ def inspect(path: str | Path, heads: Optional[tuple] = None, vision_heads: int =
     with _open(weights) as handle:
         shapes = _shapes(handle)
         stored_dtypes = {key: handle.get_slice(key).get_dtype() for key in handle.keys()}
-    dtypes: dict[str, int] = {}
-    for dtype in stored_dtypes.values():
-        dtypes[dtype] = dtypes.get(dtype, 0) + 1
     fmt, prefix = _detect(shapes, raw)
     config = read_config(shapes, raw, prefix, heads, vision_heads)
     params = sum(_numel(s) for k, s in shapes.items()
                  if k[len(prefix):] not in IGNORED and k[len(prefix):] != TIED_HEAD)
-    return Checkpoint(weights, fmt, prefix, config, raw, dtypes, params, shapes, stored_dtypes)
+    return Checkpoint(weights, fmt, prefix, config, raw, params, shapes, stored_dtypes)
 
 
 def _numel(shape) -> int:
