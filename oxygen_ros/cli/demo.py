@@ -5,12 +5,11 @@ import json
 import sys
 from pathlib import Path
 
-from oxygen_ros.cli.options import (add_json, add_node_options, add_threads, bounded,
-                                    launch_arguments, node_ros_args, output_file,
+from oxygen_ros.cli.options import (LONGEST_BAG_S, add_json, add_node_options, add_threads,
+                                    bounded, launch_arguments, node_ros_args, output_file,
                                     param_overrides, ros_environment, seed_option, usage_error)
 
 DEFAULT_DEMO_BAG = "build/demo_bag"      # as oxygen_ros.ros.demo_job (imported only to run)
-LONGEST_BAG_S = 3600.0                   # an hour: 162 000 frames at 3 cameras x 15 Hz
 
 
 def demo_bag_duration(text: str) -> float:

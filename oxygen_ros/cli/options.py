@@ -38,8 +38,10 @@ def bounded(kind: type = int, least=None, above=None, most=None, below=None):
     return parse
 
 
-# waits (replay's --delay, --wait-for-subscribers) up to an hour; times (a run's duration,
-# a bag offset) up to ~31 years, well inside int64 nanoseconds
+# a demo bag (162 000 frames at 3 cameras x 15 Hz) and a wait (replay's --delay,
+# --wait-for-subscribers) up to an hour; times (a run's duration, a bag offset) up to ~31
+# years, well inside int64 nanoseconds
+LONGEST_BAG_S = 3600.0
 LONGEST_WAIT_S = 3600.0
 LONGEST_TIME_S = 1e9
 
