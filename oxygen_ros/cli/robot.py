@@ -129,8 +129,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         info = checkpoint.inspect(args.checkpoint, tuple(args.heads or ()) or None,
                                   args.vision_heads)
         checkpoint.match_tensors(info)
-        normalization = ("not used (normalization: identity)" if args.normalization == "identity"
-                         else checkpoint_normalization(info, args.asset_id).source)
+        normalization = checkpoint_normalization(info, args.asset_id, args.normalization).source
     except ValueError as error:       # CheckpointError is a ValueError
         return usage_error("inspect", str(error))
     config = info.config

@@ -39,10 +39,12 @@ def resolve(checkpoint: str) -> Path:
     return Path(checkpoint)
 
 
-def checkpoint_normalization(info: checkpoints.Checkpoint,
-                             asset_id: str = "") -> norms.Normalization:
+def checkpoint_normalization(info: checkpoints.Checkpoint, asset_id: str = "",
+                             normalization: str = "") -> norms.Normalization:
     """The statistics stored beside a checkpoint, as its layout keeps them (a ValueError
-    names a file that is not readable)."""
+    names a file that is not readable), or none where `normalization` is "identity"."""
+    if normalization == "identity":
+        return norms.Normalization(source="identity (normalization: identity)")
     if info.format == "lerobot":
         return norms.load_lerobot(info.path.parent, raw_config=info.raw_config)
     return norms.load_openpi(info.path.parent, asset_id)
@@ -73,8 +75,7 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
             raise ValueError(f"tokenizer {tokenizer} has {text.vocab_size} pieces, more than the "
                              f"model's {model.config.vocab_size} embeddings")
         directory = info.path.parent
-        norm = (norms.Normalization(source="identity (normalization: identity)")
-                if normalization == "identity" else checkpoint_normalization(info, asset_id))
+        norm = checkpoint_normalization(info, asset_id, normalization)
         return LoadedModel(model, text, f"{info.format} checkpoint {directory} "
                            f"({info.num_parameters / 1e6:.1f} M parameters, {dtype} ({why}) "
                            f"on {device}; normalization: {norm.source})", norm)

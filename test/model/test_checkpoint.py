@@ -463,7 +463,7 @@ def test_inspect_picks_statistics_as_the_node_does(tmp_path, reference):
     assert inspect().returncode == 2
     identity = inspect("--normalization", "identity")
     assert identity.returncode == 0, identity.stderr
-    assert "statistics  not used (normalization: identity)" in identity.stdout
+    assert "statistics  identity (normalization: identity)" in identity.stdout
 
 
 @pytest.mark.ros
