@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "oxygen_ros"
 LAYERS = ("cache", "model", "engine", "demo", "ros", "bench", "cli")
-LEAVES = {"resources", "progress"}                 # import nothing of the package
+LEAVES = {"resources", "progress", "process_memory"}   # import nothing of the package
 GENERATED = {"msg": "ros", "action": "ros"}        # rosidl's modules, the ROS layer's
 
 

@@ -27,6 +27,7 @@ from rclpy.signals import SignalHandlerOptions
 import yaml
 
 from oxygen_ros.demo import score
+from oxygen_ros.process_memory import peak_rss_bytes
 from oxygen_ros.ros import launch_plan
 from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
 from oxygen_ros.ros.demo_summary import answered, demo_summary, fleet_line, summary_line
@@ -177,16 +178,6 @@ def _overrides(ros_args: list) -> dict:
         if flag == "-p" and sep and target.startswith("inference:"):
             found[target.removeprefix("inference:")] = yaml.safe_load(value)
     return found
-
-
-def peak_rss_bytes(pid: int) -> int:
-    """A running process's peak resident memory (VmHWM; 0 once it is gone)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    line = next((l for l in status.splitlines() if l.startswith("VmHWM:")), "VmHWM: 0 kB")
-    return int(line.split()[1]) * 1024
 
 
 def _config_dir() -> Path:

@@ -1,0 +1,13 @@
+"""A process's resident memory as Linux counts it (/proc/<pid>/status)."""
+
+from pathlib import Path
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """A running process's peak resident memory (VmHWM; 0 once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    line = next((l for l in status.splitlines() if l.startswith("VmHWM:")), "VmHWM: 0 kB")
+    return int(line.split()[1]) * 1024
