@@ -3,6 +3,8 @@ throughput, how far a decode step is from the memory-bandwidth bound (weight byt
 bandwidth measured in the same run) and the prefill from the matmul peak (measured in the
 same run too); on a GPU with NVML, the energy of a chunk and of a decoded token."""
 
+import gc
+import os
 import resource
 import time
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from oxygen_ros.model.precision import resolve_dtype
 from oxygen_ros.model.prefix import build_prefix
 from oxygen_ros.model.prompt import pi05_prompt
 from oxygen_ros.model.tokenizer import ByteTokenizer
+from oxygen_ros.process_memory import peak_rss_bytes, restart_peak_rss
 
 
 @dataclass
@@ -41,7 +44,7 @@ class ModelBenchResult:
     dtype_reason: str = "as set"
     model_bytes: int = 0            # every parameter
     load_s: float = 0.0             # build (random weights) or load (a checkpoint)
-    peak_rss_bytes: int = 0         # the process's, up to the end of this run
+    peak_rss_bytes: int = 0         # the process's peak during this run (see rss_since_start)
     prefill_gflop: float = 0.0      # matmul, convolution and attention FLOPs of one prefill
     matmul_peak_gflops: float = 0.0     # square matmuls in this dtype, best of the run
     prefill_peak_fraction: float = 0.0  # prefill GFLOP/s ÷ that peak
@@ -53,6 +56,9 @@ class ModelBenchResult:
     power_w: float = 0.0            # mean GPU power while chunks run back to back
     chunk_joules: float = 0.0       # one chunk from a new observation
     decode_joules_per_token: dict[int, float] = field(default_factory=dict)  # per batch
+    # the kernel could not restart the peak count (no /proc/self/clear_refs): peak_rss_bytes
+    # is the process's since it started, earlier runs in it included
+    rss_since_start: bool = False
 
     @property
     def label(self) -> str:
@@ -98,11 +104,16 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
     anything is timed (after the prefill's FLOPs are counted); every timed shape is compiled
     in the warm-up calls.
     robots: counts of robots whose new observations one frame serves, each timed.
+    The peak RSS is this run's: the count starts over from what the process holds after
+    the runs before it let go of their models (and their compiled graphs).
     On CUDA with NVML, chunks from new observations and decode steps also run back to
     back for a second each under the GPU's energy counter."""
     dtype_name, why = resolve_dtype(dtype, device)
     dtype = getattr(torch, dtype_name)
     dev = torch.device(device)
+    torch.compiler.reset()    # a run before this one: its graphs hold its frozen weights
+    gc.collect()              # and its model, in reference cycles (compiled passes)
+    restarted = restart_peak_rss()
     started = time.perf_counter()
     if checkpoint:
         model, _ = checkpoints.load(checkpoint, dev, dtype)
@@ -176,9 +187,9 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
         denoise_ms, prefill_ms + denoise_ms, chunk_cached_ms, tokens_per_s, step_ms,
         weight_bytes, bandwidth, step_ms[batches[0]] / bound_ms, dtype_name, why,
         sum(p.numel() * p.element_size() for p in model.parameters()), load_s,
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, gflop, peak,
-        gflop / (prefill_ms / 1e3) / peak, compile, robots_ms, energy_source, power_w,
-        chunk_joules, token_joules)
+        peak_rss_bytes(os.getpid()) or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        gflop, peak, gflop / (prefill_ms / 1e3) / peak, compile, robots_ms, energy_source,
+        power_w, chunk_joules, token_joules, rss_since_start=not restarted)
 
 
 def _robots_chunk_ms(model: Pi05Model, cache: KVCache, count: int, prefix, noise,
@@ -233,7 +244,7 @@ def _decode_rates(model: Pi05Model, cache: KVCache, table, batches, decode_steps
 ROWS = (
     ("load (build or map the weights)", lambda r: f"{r.load_s:8.2f} s"),
     ("weights (every parameter)", lambda r: f"{r.model_bytes / 1e9:8.2f} GB"),
-    ("peak RSS of the process", lambda r: f"{r.peak_rss_bytes / 1e9:8.2f} GB"),
+    ("peak RSS of this run", lambda r: f"{r.peak_rss_bytes / 1e9:8.2f} GB"),
     ("prefix prefill (new observation)", lambda r: f"{r.prefill_ms:8.1f} ms"),
     ("action denoising (all steps)", lambda r: f"{r.denoise_ms:8.1f} ms"),
     ("action chunk, new observation", lambda r: f"{r.chunk_ms:8.1f} ms"),
@@ -304,5 +315,8 @@ def report(results: "ModelBenchResult | list[ModelBenchResult]") -> str:
             f"{f'{r.power_w:.0f} W':>18}" for r in results))
     if first.device.startswith("cuda"):
         lines.append(f"  energy: {first.energy_source}")
+    if any(r.rss_since_start for r in results[1:]):
+        lines.append("  (peak RSS: this kernel cannot restart the count, so a column's includes "
+                     "the columns before it)")
     lines.append("  (bandwidth bound 1.0: every decode step only streams the VLM weights once)")
     return "\n".join(lines)

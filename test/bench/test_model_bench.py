@@ -1,11 +1,14 @@
 """The model benchmark's numbers are measured and consistent with each other (not timed)."""
 
+import os
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from oxygen_ros.bench import model as benchmark
 from oxygen_ros.model.precision import resolve_dtype
+from oxygen_ros.process_memory import peak_rss_bytes
 
 
 def test_model_benchmark_reports_consistent_numbers_on_tiny():
@@ -65,6 +68,18 @@ def test_two_dtypes_side_by_side_with_their_ratios():
     assert header.split()[-3:] == ["compiled", "bf16/fp32", "bf16c/fp32"]
     chunk = next(line for line in text.splitlines() if "chunk, new observation" in line)
     assert chunk.split()[-2:] == [f"{runs[1].chunk_ms / runs[0].chunk_ms:.2f}", "0.25"]
+
+
+def test_a_runs_peak_rss_is_its_own_not_the_peak_of_what_ran_before_it():
+    held = np.ones(1_500_000_000 // 8)      # a larger run before this one, then let go
+    held[::512] = 2.0
+    del held
+    before = peak_rss_bytes(os.getpid())
+    result = benchmark.run("tiny", batches=(1,), decode_steps=1, repeats=1, peak_size=256)
+    assert not result.rss_since_start
+    # its own peak holds the bandwidth copy's two 256 MiB buffers, not the 1.5 GB
+    assert 512 * 2**20 < result.peak_rss_bytes < before - 5e8, (result.peak_rss_bytes, before)
+    assert "peak RSS of this run" in benchmark.report([result])
 
 
 def test_a_pi05_prompt_is_padded_to_200_tokens_and_a_checkpoint_is_loaded(tmp_path):
