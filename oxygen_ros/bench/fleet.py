@@ -18,10 +18,12 @@ from oxygen_ros.ros.demo_job import DemoJob, run_robots
 
 MODES = ("fleet", "separate")
 HELD_TARGET = 0.02
-PER_ROBOT = ("commands_hz", "fresh_commands_hz", "held_command_fraction", "deadline_misses", "chunk_latency_ms_p50",
-             "chunk_latency_ms_max", "chunk_age_ms", "action_path_ms_p95", "dialogue_answers",
-             "dialogue_requests", "answer_accuracy", "memory_accuracy", "action_error",
-             "refused", "times_shed", "camera_killed")
+# an answer in whole: the model ended it, or it reached the tokens the client allowed
+WHOLE_ANSWERS = ("eos", "length")
+PER_ROBOT = ("commands_hz", "fresh_commands_hz", "held_command_fraction", "deadline_misses",
+             "chunk_latency_ms_p50", "chunk_latency_ms_max", "chunk_age_ms", "action_path_ms_p95",
+             "dialogue_answers", "dialogue_endings", "dialogue_requests", "answer_accuracy",
+             "memory_accuracy", "action_error", "refused", "times_shed", "camera_killed")
 
 
 @dataclass
@@ -39,10 +41,12 @@ class FleetRun:
 
 
 def robot_at_targets(robot: dict) -> bool:
-    """Served, held ≤ 2 %, no deadline miss, commands out, every request answered."""
+    """Served, held ≤ 2 %, no deadline miss, commands out, every request answered in whole
+    (an answer cut short by a timeout, a full queue or the robot's refusal is not one)."""
+    whole = sum(robot["dialogue_endings"].get(reason, 0) for reason in WHOLE_ANSWERS)
     return (not robot["refused"] and (robot["held_command_fraction"] or 0.0) <= HELD_TARGET
             and not robot["deadline_misses"] and robot["commands_hz"] > 0
-            and robot["dialogue_answers"] >= (robot["dialogue_requests"] or 0))
+            and whole >= (robot["dialogue_requests"] or 0))
 
 
 def at_targets(per_robot: dict) -> bool:

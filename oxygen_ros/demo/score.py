@@ -17,19 +17,28 @@ def same(text: str, truth: str) -> bool:
 
 def answer_scores(world: TabletopWorld, dialogue: Sequence[tuple[float, str]],
                   answers: Sequence[Optional[str]],
-                  about: Optional[Sequence[Optional[float]]] = None) -> list[dict]:
+                  about: Optional[Sequence[Optional[float]]] = None,
+                  reasons: Optional[Sequence[Optional[str]]] = None) -> list[dict]:
     """One row per question asked at (seconds into the bag, question): answer and truth.
     about[i]: when the observation the i-th answer read was taken (seconds into the bag);
-    the truth is the world's then (default, or None: when it was asked)."""
+    the truth is the world's then (default, or None: when it was asked). reasons[i]: the
+    finish_reason the i-th answer ended with (None: not received)."""
     rows = []
     about = about or [None] * len(dialogue)
-    for (t, question), answer, seen in zip(dialogue, answers, about):
+    reasons = reasons or [None] * len(dialogue)
+    for (t, question), answer, seen, reason in zip(dialogue, answers, about, reasons):
         seen = t if seen is None else seen
         truth = dict(questions(world, seen)).get(question)
         rows.append({"t": t, "about_s": seen, "question": question, "answer": answer,
-                     "truth": truth,
+                     "finish_reason": reason, "truth": truth,
                      "correct": answer is not None and truth is not None and same(answer, truth)})
     return rows
+
+
+def ending(reason: Optional[str]) -> str:
+    """What a printed answer adds about how it ended: nothing for an answer the model
+    finished (eos), else the reason (a cut-off answer must not pass for a whole one)."""
+    return "" if reason in (None, "eos") else f", ended: {reason}"
 
 
 def frame_time(seconds: float, camera_hz: float) -> float:
@@ -66,21 +75,21 @@ def accuracy(rows: Sequence[dict]) -> Optional[float]:
 
 
 def score_run(seed: int, duration_s: float, camera_hz: float, memory_period_s: float,
-              answers: dict, answer_stamps: dict, summaries: Sequence[str],
-              commands: Sequence[tuple[float, Sequence[float]]],
+              answers: dict, finish_reasons: dict, answer_stamps: dict,
+              summaries: Sequence[str], commands: Sequence[tuple[float, Sequence[float]]],
               bag_zero_wall: Optional[float]) -> dict:
     """A demo run's outputs judged against world `seed`: answers (request id -> text, ids
-    from 1 in the bag's order), the wall stamp of the observation each answer read,
-    memory summaries, executed commands (wall time, values). An answer is judged against
-    the world when its observation was taken (the replay restamps: wall time of bag time
-    0 + seconds into the bag)."""
+    from 1 in the bag's order) and why each ended (request id -> finish_reason), the wall
+    stamp of the observation each answer read, memory summaries, executed commands (wall
+    time, values). An answer is judged against the world when its observation was taken
+    (the replay restamps: wall time of bag time 0 + seconds into the bag)."""
     world = TabletopWorld(seed)
     dialogue = [(t, question) for t, question in demo_dialogue(world) if t < duration_s]
-    about = [frame_time(answer_stamps[i + 1] - bag_zero_wall, camera_hz)
-             if bag_zero_wall is not None and i + 1 in answer_stamps else None
-             for i in range(len(dialogue))]
-    rows = answer_scores(world, dialogue, [answers.get(i + 1) for i in range(len(dialogue))],
-                         about)
+    ids = range(1, len(dialogue) + 1)
+    about = [frame_time(answer_stamps[i] - bag_zero_wall, camera_hz)
+             if bag_zero_wall is not None and i in answer_stamps else None for i in ids]
+    rows = answer_scores(world, dialogue, [answers.get(i) for i in ids], about,
+                         [finish_reasons.get(i) for i in ids])
     memory = memory_scores(world, summaries, memory_period_s)
     executed = ([(wall - bag_zero_wall, values) for wall, values in commands]
                 if bag_zero_wall is not None else [])
@@ -92,6 +101,7 @@ def score_run(seed: int, duration_s: float, camera_hz: float, memory_period_s: f
 def answer_lines(rows: Sequence[dict]) -> list[str]:
     """Each question with its answer and the world's truth, as the demo prints them."""
     return [f"  at {row['t']:4.1f} s  asked: {row['question']!r}\n"
-            f"           answer: {row['answer']!r}  (about the frame at {row['about_s']:.2f} s)"
+            f"           answer: {row['answer']!r}  (about the frame at {row['about_s']:.2f} s"
+            f"{ending(row.get('finish_reason'))})"
             f"\n            truth: {row['truth']!r}  ({'right' if row['correct'] else 'wrong'})"
             for row in rows]

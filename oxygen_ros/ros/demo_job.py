@@ -88,7 +88,8 @@ class DemoProgress:
                   f" | dialogue done {len(monitor.finished_dialogue)} | memory "
                   f"{len(monitor.summaries)}", flush=True)
             for request_id, text in monitor.finished_dialogue[self.shown[index]:]:
-                print(f"          {name}dialogue {request_id}: {text[:70]!r}", flush=True)
+                ended = score.ending(monitor.finish_reasons.get(request_id))
+                print(f"          {name}dialogue {request_id}: {text[:70]!r}{ended}", flush=True)
             self.shown[index] = len(monitor.finished_dialogue)
         if elapsed < self.replay_limit_s and any(r.poll() is None for r in self.replays):
             return True
@@ -285,8 +286,9 @@ def _report(job: DemoJob, monitors, specs, clock: dict) -> dict:
         if spec is not None:
             summary |= score.score_run(spec.seed, spec.duration_s, spec.camera_hz,
                                        job.memory_period_s, dict(monitor.finished_dialogue),
-                                       monitor.dialogue_stamps, monitor.summaries,
-                                       monitor.commands, clock.get(monitor.robot))
+                                       monitor.finish_reasons, monitor.dialogue_stamps,
+                                       monitor.summaries, monitor.commands,
+                                       clock.get(monitor.robot))
             for line in score.answer_lines(summary["answers"]) if job.live else ():
                 print(f"{monitor.robot}: {line}" if monitor.robot else line, flush=True)
         line = summary_line(summary)

@@ -2,6 +2,7 @@
 commands, answers and summaries received, and the inference node's final /diagnostics),
 its summary line and the fleet line."""
 
+from collections import Counter
 from typing import Optional
 
 SUMMARY_FROM_DIAGNOSTICS = (
@@ -48,6 +49,8 @@ def demo_summary(monitor) -> dict:
         "commands_received": len(times),
         "action_chunks": monitor.chunks,
         "dialogue_answers": len(monitor.finished_dialogue),
+        # finish_reason -> answers that ended so (eos: the model finished its answer)
+        "dialogue_endings": dict(Counter(monitor.finish_reasons.values())),
         "memory_summaries": len(monitor.summaries),
     } | {key: _diagnostic_value(diag.get(key)) for key in SUMMARY_FROM_DIAGNOSTICS}
 
@@ -62,6 +65,12 @@ def _scored(summary: dict, key: str, rows: str) -> str:
     return f"{_number(summary[key])} ({right}/{len(summary[rows])})"
 
 
+def _cut_short(endings: dict) -> str:
+    """" (3 robot_refused, 1 length)": the answers that did not end with the model's eos."""
+    short = sorted((n, reason) for reason, n in endings.items() if reason != "eos")
+    return f" ({', '.join(f'{n} {reason}' for n, reason in reversed(short))})" if short else ""
+
+
 def summary_line(summary: dict) -> str:
     return (f"summary: {summary['frames']} frames, {summary['action_chunks']} action chunks, "
             f"{summary['commands_received']} commands ({summary['commands_hz']:.1f} Hz, "
@@ -69,7 +78,8 @@ def summary_line(summary: dict) -> str:
             f"{summary['deadline_misses']} deadline misses, chunk latency p50 "
             f"{summary['chunk_latency_ms_p50']} ms, {summary['language_tokens']} language "
             f"tokens, {summary['dialogue_answers']}/{summary['dialogue_requests']} dialogue "
-            f"answers, {summary['memory_summaries']} memory summaries, "
+            f"answers{_cut_short(summary['dialogue_endings'])}, "
+            f"{summary['memory_summaries']} memory summaries, "
             f"{summary['torch_threads']} torch threads"
             + (f"; answer accuracy {_scored(summary, 'answer_accuracy', 'answers')}, "
                f"memory accuracy {_scored(summary, 'memory_accuracy', 'memory')}, "
@@ -96,7 +106,8 @@ def fleet_line(summaries: dict) -> str:
             f"{max(r['held_command_fraction'] or 0 for r in served)}, "
             f"{sum(r['deadline_misses'] or 0 for r in served)} deadline misses, "
             f"{sum(r['dialogue_answers'] for r in rows)}/"
-            f"{sum(r['dialogue_requests'] or 0 for r in rows)} dialogue answers")
+            f"{sum(r['dialogue_requests'] or 0 for r in rows)} dialogue answers"
+            + _cut_short(sum((Counter(r["dialogue_endings"]) for r in rows), Counter())))
     if all("answers" in r for r in rows):
         right = sum(row["correct"] for r in rows for row in r["answers"])
         memory = sum(row["correct"] for r in rows for row in r["memory"])

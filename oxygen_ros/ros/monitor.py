@@ -27,6 +27,7 @@ class OutputMonitor(Node):
         self.chunks = 0
         self.dialogue: dict[int, list[str]] = {}
         self.finished_dialogue: list[tuple[int, str]] = []
+        self.finish_reasons: dict[int, str] = {}      # request id -> why its answer ended
         self.dialogue_stamps: dict[int, float] = {}   # request id -> the observation it reads
         self.summaries: list[str] = []
         self.diagnostics: dict[str, dict[str, str]] = {}
@@ -54,6 +55,7 @@ class OutputMonitor(Node):
         self.dialogue_stamps[msg.request_id] = to_seconds(msg.header.stamp)
         if msg.final:
             self.finished_dialogue.append((msg.request_id, "".join(self.dialogue[msg.request_id])))
+            self.finish_reasons[msg.request_id] = msg.finish_reason
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         for status in msg.status:

@@ -10,16 +10,20 @@ from oxygen_ros.bench.fleet import FleetRun, at_targets, result, robot_at_target
 def robot(**changes) -> dict:
     return {"commands_hz": 50.0, "fresh_commands_hz": 50.0, "held_command_fraction": 0.0, "deadline_misses": 0,
             "chunk_latency_ms_p50": 150.0, "chunk_latency_ms_max": 200.0, "chunk_age_ms": 150.0,
-            "action_path_ms_p95": 160.0, "dialogue_answers": 3, "dialogue_requests": 3,
+            "action_path_ms_p95": 160.0, "dialogue_answers": 3, "dialogue_endings": {"eos": 3},
+            "dialogue_requests": 3,
             "answer_accuracy": 1.0, "memory_accuracy": 1.0, "action_error": 0.1,
             "refused": "", "times_shed": 0, "camera_killed": False} | changes
 
 
 def test_each_target_is_needed():
     assert at_targets({"a": robot(), "b": robot(held_command_fraction=0.02)})
+    assert at_targets({"a": robot(dialogue_endings={"eos": 2, "length": 1})})
     for bad in (dict(held_command_fraction=0.021), dict(deadline_misses=1),
                 dict(refused="refused: 4 robots would miss their targets"),
-                dict(dialogue_answers=2), dict(commands_hz=0.0)):
+                dict(dialogue_answers=2, dialogue_endings={"eos": 2}), dict(commands_hz=0.0),
+                dict(dialogue_endings={"eos": 2, "timeout": 1}),
+                dict(dialogue_endings={"eos": 1, "robot_refused": 2})):
         assert not at_targets({"a": robot(), "b": robot(**bad)}), bad
 
 
@@ -49,8 +53,10 @@ def test_the_headline_counts_robots_at_targets_per_mode():
 def test_a_killed_camera_run_speaks_for_the_others_and_not_for_the_headline():
     per_robot = {f"robot_{i}": robot(fresh_commands_hz=49.5 - i) for i in range(3)}
     per_robot["robot_3"] = robot(camera_killed=True, fresh_commands_hz=20.0, commands_hz=20.0,
-                                 dialogue_answers=1, answer_accuracy=0.0)
-    per_robot["robot_2"]["dialogue_answers"] = 2       # one of its 3 requests unanswered
+                                 dialogue_answers=1, dialogue_endings={"eos": 1},
+                                 answer_accuracy=0.0)
+    # one of its 3 requests unanswered
+    per_robot["robot_2"] |= dict(dialogue_answers=2, dialogue_endings={"eos": 2})
     killed = FleetRun("fleet", 4, per_robot, camera_killed_at_s=4.0,
                       robots_at_targets=3, at_targets=False)
     whole = FleetRun("fleet", 2, {"robot_0": robot(), "robot_1": robot()},
