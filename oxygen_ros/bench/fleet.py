@@ -4,22 +4,22 @@ same machine, for N = 1, 2, 4, 8, the two modes interleaved. Each run is the mai
 (demo_job.py) with N robots: per robot, commands Hz, held fraction, deadline misses, chunk
 latency, answers; per run, language tokens/s, KV peak, the servers' peak RSS. A robot is
 at targets when it is served (not refused), holds at most 2 % of its commands, misses no
-deadline and has every request answered. The headline, per mode: the most robots it kept
-at targets in one run (max_robots_at_targets), and the largest N with every robot at
-targets (largest_fleet_all_at_targets). Then one more fleet run of N robots (default 4)
-whose last robot's camera_ingest is killed half a bag after its first command: how the others fare (camera_killed)."""
+deadline and has every request answered whole (eos or length). The headline, per mode:
+the most robots it kept at targets in one run (max_robots_at_targets), and the largest N
+with every robot at targets (largest_fleet_all_at_targets). Then one more fleet run of N
+robots (default 4) whose last robot's camera_ingest is killed half a bag after its first
+command: how the others fare (camera_killed)."""
 
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
 from oxygen_ros.bench.report import pyplot, save_figure
+from oxygen_ros.engine.request import COMPLETED
 from oxygen_ros.ros.demo_job import DemoJob, run_robots
 
 MODES = ("fleet", "separate")
 HELD_TARGET = 0.02
-# an answer in whole: the model ended it, or it reached the tokens the client allowed
-WHOLE_ANSWERS = ("eos", "length")
 PER_ROBOT = ("commands_hz", "fresh_commands_hz", "held_command_fraction", "deadline_misses",
              "chunk_latency_ms_p50", "chunk_latency_ms_max", "chunk_age_ms", "action_path_ms_p95",
              "dialogue_answers", "dialogue_endings", "dialogue_requests", "answer_accuracy",
@@ -40,13 +40,17 @@ class FleetRun:
     camera_killed_at_s: Optional[float] = None   # the last robot's cameras died then
 
 
+def whole_answers(robot: dict) -> int:
+    """Answers that ended whole (eos or length); one cut short by a timeout, a full queue or
+    the robot's refusal is not an answer."""
+    return sum(robot["dialogue_endings"].get(reason, 0) for reason in COMPLETED)
+
+
 def robot_at_targets(robot: dict) -> bool:
-    """Served, held ≤ 2 %, no deadline miss, commands out, every request answered in whole
-    (an answer cut short by a timeout, a full queue or the robot's refusal is not one)."""
-    whole = sum(robot["dialogue_endings"].get(reason, 0) for reason in WHOLE_ANSWERS)
+    """Served, held ≤ 2 %, no deadline miss, commands out, every request answered whole."""
     return (not robot["refused"] and (robot["held_command_fraction"] or 0.0) <= HELD_TARGET
             and not robot["deadline_misses"] and robot["commands_hz"] > 0
-            and whole >= (robot["dialogue_requests"] or 0))
+            and whole_answers(robot) >= (robot["dialogue_requests"] or 0))
 
 
 def at_targets(per_robot: dict) -> bool:
@@ -101,7 +105,7 @@ def others(run: FleetRun) -> dict:
             "others_fresh_commands_hz_min": min((r["fresh_commands_hz"] or 0.0 for r in rows),
                                                 default=0.0),
             "others_at_targets": sum(map(robot_at_targets, rows)), "others": len(rows),
-            "others_answers": sum(r["dialogue_answers"] for r in rows),
+            "others_answers": sum(map(whole_answers, rows)),
             "others_requests": sum(r["dialogue_requests"] or 0 for r in rows),
             "others_answer_accuracy": _average([r["answer_accuracy"] for r in rows]),
             "others_memory_accuracy": _average([r["memory_accuracy"] for r in rows])}
@@ -148,12 +152,12 @@ def _worst(run: FleetRun, key: str, pick=max) -> float:
 def line(run: FleetRun) -> str:
     refused = sum(bool(r["refused"]) for r in run.per_robot.values())
     shed = sum(r.get("times_shed") or 0 for r in run.per_robot.values())
-    answers = sum(r["dialogue_answers"] for r in run.per_robot.values())
+    answers = sum(map(whole_answers, run.per_robot.values()))
     requests = sum(r["dialogue_requests"] or 0 for r in run.per_robot.values())
     killed = (f", camera of robot_{run.robots - 1} killed at {run.camera_killed_at_s:g} s"
               if run.camera_killed_at_s is not None else "")
-    return (f"{run.mode:>8} N={run.robots}{killed}: commands ≥ {_worst(run, 'commands_hz', min):5.1f} Hz,"
-            f" held ≤ {_worst(run, 'held_command_fraction'):.3f}, misses "
+    return (f"{run.mode:>8} N={run.robots}{killed}: commands ≥ "
+            f"{_worst(run, 'commands_hz', min):5.1f} Hz, held ≤ {_worst(run, 'held_command_fraction'):.3f}, misses "
             f"{sum(r['deadline_misses'] or 0 for r in run.per_robot.values())}, refused "
             f"{refused}, shed {shed}, answers {answers}/{requests}, chunk latency p50 "
             f"{_mean(run, 'chunk_latency_ms_p50'):.0f} ms, action path p95 "

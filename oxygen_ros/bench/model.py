@@ -6,6 +6,7 @@ same run too); on a GPU with NVML, the energy of a chunk and of a decoded token.
 import gc
 import os
 import resource
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -111,8 +112,9 @@ def run(preset_name: str = "small", device: str = "cpu", dtype: str = "float32",
     dtype_name, why = resolve_dtype(dtype, device)
     dtype = getattr(torch, dtype_name)
     dev = torch.device(device)
-    torch.compiler.reset()    # a run before this one: its graphs hold its frozen weights
-    gc.collect()              # and its model, in reference cycles (compiled passes)
+    if "torch._dynamo" in sys.modules:   # a compiled run before: its graphs hold its weights
+        torch.compiler.reset()            # (importing dynamo just to reset costs ~150 MB)
+    gc.collect()              # a run before: its model, in reference cycles (compiled passes)
     restarted = restart_peak_rss()
     started = time.perf_counter()
     if checkpoint:
@@ -315,8 +317,8 @@ def report(results: "ModelBenchResult | list[ModelBenchResult]") -> str:
             f"{f'{r.power_w:.0f} W':>18}" for r in results))
     if first.device.startswith("cuda"):
         lines.append(f"  energy: {first.energy_source}")
-    if any(r.rss_since_start for r in results[1:]):
-        lines.append("  (peak RSS: this kernel cannot restart the count, so a column's includes "
-                     "the columns before it)")
+    if any(r.rss_since_start for r in results):
+        lines.append("  (peak RSS: this kernel cannot restart the count: each column's is the "
+                     "process's since it started, earlier columns included)")
     lines.append("  (bandwidth bound 1.0: every decode step only streams the VLM weights once)")
     return "\n".join(lines)

@@ -37,8 +37,11 @@ def answer_scores(world: TabletopWorld, dialogue: Sequence[tuple[float, str]],
 
 def ending(reason: Optional[str]) -> str:
     """What a printed answer adds about how it ended: nothing for an answer the model
-    finished (eos), else the reason (a cut-off answer must not pass for a whole one)."""
-    return "" if reason in (None, "eos") else f", ended: {reason}"
+    ended itself (eos) or one not received (None), else the reason (a cut-off answer must
+    not pass for a whole one)."""
+    if reason is None or reason == "eos":
+        return ""
+    return f", ended: {reason or 'unknown'}"
 
 
 def frame_time(seconds: float, camera_hz: float) -> float:

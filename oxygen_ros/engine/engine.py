@@ -24,7 +24,7 @@ from oxygen_ros.engine.inbox import Cancel, Inbox, NewDialogue
 from oxygen_ros.engine.memory_task import MemoryTask
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.outputs import ActionChunk, FrameReport, TextChunk
-from oxygen_ros.engine.request import LanguageRequest, Status
+from oxygen_ros.engine.request import COMPLETED, LanguageRequest, Status
 from oxygen_ros.engine.robot import Robot, robot_names
 from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.normalization import Normalization
@@ -339,7 +339,7 @@ class EngineCore:
             self.release(request)
         if request.kind == "memory":
             memory = self.robots[request.robot].memory
-            if reason in ("eos", "length"):
+            if reason in COMPLETED:
                 self._emit(memory.finished(request), self.on_memory)
             else:
                 memory.abandon()

@@ -10,6 +10,10 @@ from oxygen_ros.cache.page_table import PageTable
 from oxygen_ros.model.prefix import Prefix
 
 
+# the reasons a request ends with its text whole: the model ended it, or it reached max_tokens
+COMPLETED = ("eos", "length")
+
+
 class Status(enum.Enum):
     WAITING = "waiting"        # arrived, not attached to a frame's prefix yet
     RUNNING = "running"        # attached: has a page table (prompt fed, or being fed)

@@ -65,10 +65,12 @@ def _scored(summary: dict, key: str, rows: str) -> str:
     return f"{_number(summary[key])} ({right}/{len(summary[rows])})"
 
 
-def _cut_short(endings: dict) -> str:
-    """" (3 robot_refused, 1 length)": the answers that did not end with the model's eos."""
-    short = sorted((n, reason) for reason, n in endings.items() if reason != "eos")
-    return f" ({', '.join(f'{n} {reason}' for n, reason in reversed(short))})" if short else ""
+def _besides_eos(endings: dict) -> str:
+    """e.g. " (3 robot_refused, 1 length)": the answers the model did not end itself, by
+    finish_reason (most first)."""
+    others = sorted(((reason or "unknown", n) for reason, n in endings.items() if reason != "eos"),
+                    key=lambda item: (-item[1], item[0]))
+    return f" ({', '.join(f'{n} {reason}' for reason, n in others)})" if others else ""
 
 
 def summary_line(summary: dict) -> str:
@@ -78,7 +80,7 @@ def summary_line(summary: dict) -> str:
             f"{summary['deadline_misses']} deadline misses, chunk latency p50 "
             f"{summary['chunk_latency_ms_p50']} ms, {summary['language_tokens']} language "
             f"tokens, {summary['dialogue_answers']}/{summary['dialogue_requests']} dialogue "
-            f"answers{_cut_short(summary['dialogue_endings'])}, "
+            f"answers{_besides_eos(summary['dialogue_endings'])}, "
             f"{summary['memory_summaries']} memory summaries, "
             f"{summary['torch_threads']} torch threads"
             + (f"; answer accuracy {_scored(summary, 'answer_accuracy', 'answers')}, "
@@ -107,7 +109,7 @@ def fleet_line(summaries: dict) -> str:
             f"{sum(r['deadline_misses'] or 0 for r in served)} deadline misses, "
             f"{sum(r['dialogue_answers'] for r in rows)}/"
             f"{sum(r['dialogue_requests'] or 0 for r in rows)} dialogue answers"
-            + _cut_short(sum((Counter(r["dialogue_endings"]) for r in rows), Counter())))
+            + _besides_eos(sum((Counter(r["dialogue_endings"]) for r in rows), Counter())))
     if all("answers" in r for r in rows):
         right = sum(row["correct"] for r in rows for row in r["answers"])
         memory = sum(row["correct"] for r in rows for row in r["memory"])

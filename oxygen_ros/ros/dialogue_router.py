@@ -35,6 +35,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.task import Future
 
 from oxygen_ros.action import Ask
+from oxygen_ros.engine.request import COMPLETED
 from oxygen_ros.ros import conversions
 
 MAX_REQUEST_CHARS = 4096   # longer request text is cut before tokenization (and counted)
@@ -210,7 +211,7 @@ class DialogueRouter:
         try:
             if reason == "cancelled" and goal_handle.is_cancel_requested:
                 goal_handle.canceled()
-            elif reason in ("eos", "length"):
+            elif reason in COMPLETED:
                 goal_handle.succeed()
             else:
                 goal_handle.abort()

@@ -54,8 +54,8 @@ class OutputMonitor(Node):
         self.dialogue.setdefault(msg.request_id, []).append(msg.text)
         self.dialogue_stamps[msg.request_id] = to_seconds(msg.header.stamp)
         if msg.final:
-            self.finished_dialogue.append((msg.request_id, "".join(self.dialogue[msg.request_id])))
             self.finish_reasons[msg.request_id] = msg.finish_reason
+            self.finished_dialogue.append((msg.request_id, "".join(self.dialogue[msg.request_id])))
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         for status in msg.status:

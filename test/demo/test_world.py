@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from oxygen_ros.demo import score
-from oxygen_ros.demo.questions import memory_line, questions
+from oxygen_ros.demo.questions import demo_dialogue, memory_line, questions
 from oxygen_ros.demo.world import BASE_VIEW, CAMERAS, COLORS, PHASES, THING_RADIUS, TabletopWorld
 
 
@@ -101,3 +101,16 @@ def test_scores_judge_answers_memory_and_commands_by_the_ground_truth():
     shifted = [(t, (np.array(v) + 0.2).tolist()) for t, v in expert]
     assert score.action_error(world, shifted) == pytest.approx(0.1)
     assert score.action_error(world, []) is None
+
+
+def test_a_printed_answer_names_the_reason_it_ended_unless_the_model_ended_it():
+    world = TabletopWorld(7)
+    dialogue = demo_dialogue(world)[:2]
+    rows = score.answer_scores(world, dialogue, ["a red b", None], reasons=["robot_refused", None])
+    assert [row["finish_reason"] for row in rows] == ["robot_refused", None]
+    first, second = score.answer_lines(rows)
+    assert "(about the frame at 1.50 s, ended: robot_refused)" in first, first
+    assert "ended" not in second and "answer: None" in second, second
+    whole = score.answer_scores(world, dialogue[:1], [rows[0]["truth"]], reasons=["eos"])
+    assert whole[0]["correct"] and "ended" not in score.answer_lines(whole)[0]
+    assert score.ending("length") == ", ended: length" and score.ending("") == ", ended: unknown"

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from oxygen_ros.process_memory import rss_bytes
+
 CAMERAS = ["base", "left_wrist"]
 JOINTS = [f"joint_{i}" for i in range(6)]
 
@@ -35,6 +37,13 @@ def write_params(path: Path, ingest=None, inference=None) -> Path:
 class _NoAliases(yaml.SafeDumper):
     def ignore_aliases(self, data):
         return True
+
+
+def rss_mb(pid: int) -> float:
+    """A node process's resident memory now; it must still be running."""
+    rss = rss_bytes(pid)
+    assert rss, f"process {pid} is gone"
+    return rss / 2**20
 
 
 def executable(name: str) -> Path:

@@ -11,7 +11,7 @@ import zlib
 import cv2
 import numpy as np
 import pytest
-from graph_helpers import Probe, executable, write_params
+from graph_helpers import Probe, executable, rss_mb, write_params
 from oxygen_ros.msg import Observation
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
@@ -64,12 +64,6 @@ def graph(module_graph_domain, tmp_path_factory):
     publishers["request"].publish(String(data="are you still there?"))
     assert probe.spin(20.0, until=lambda: sum(m.final for m in probe.dialogue) > finals)
     probe.close()
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        line = next(line for line in status if line.startswith("VmRSS"))
-    return int(line.split()[1]) / 1024
 
 
 def png_bomb(width=12000, height=12000) -> bytes:

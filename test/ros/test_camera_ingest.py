@@ -74,7 +74,7 @@ def test_demo_command_replays_a_bag_through_the_graph_and_summarizes(processes, 
     # accounting of held commands and its prediction in the same report
     assert summary["dialogue_requests"] == 6 and summary["dialogue_answers"] == 6, summary
     # each whole: the model ended it (or reached its token limit), none cut short
-    assert sum(summary["dialogue_endings"].values()) == 6, summary["dialogue_endings"]
+    assert set(summary["dialogue_endings"]) <= {"eos", "length"}, summary["dialogue_endings"]
     assert {row["finish_reason"] for row in summary["answers"]} <= {"eos", "length"}, summary
     assert summary["action_chunks"] >= 3 and summary["commands_received"] >= 100, summary
     assert 45.0 <= summary["commands_hz"] <= 55.0, summary

@@ -26,6 +26,7 @@ def test_demo_with_two_robots_answers_each_about_its_own_world(tmp_path, process
         assert robot["refused"] == "" and robot["action_chunks"] > 0, robot
         assert robot["commands_received"] > 0
         assert robot["dialogue_answers"] == robot["dialogue_requests"] == 4, robot
+        assert set(robot["dialogue_endings"]) <= {"eos", "length"}, robot   # none cut short
         first = robot["answers"][0]
         assert first["question"] == FIRST_QUESTION and first["correct"], first
         truths[name] = first["truth"]

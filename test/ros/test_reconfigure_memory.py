@@ -6,18 +6,12 @@ less than 6 MB: a leak grows with every cycle, the allocator's warm-up levels of
 slowly on some machines (the last 10 cycles took 1.4-4.2 MB on a 2-core AMD EPYC, the most
 beside a second test suite; 12-15 MB at the leak's rate)."""
 
-from graph_helpers import Lifecycle, Probe
+from graph_helpers import Lifecycle, Probe, rss_mb
 from lifecycle_msgs.msg import Transition
 from std_msgs.msg import String
 from test_lifecycle_and_ask import start_graph
 
 CYCLES, WARM_UP, BOUND_MB, LAST_HALF_MB = 20, 2, 16.0, 6.0
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        line = next(line for line in status if line.startswith("VmRSS:"))
-    return int(line.split()[1]) / 1024
 
 
 def test_twenty_configure_cleanup_cycles_keep_the_process_memory_flat(
