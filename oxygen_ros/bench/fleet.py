@@ -150,8 +150,9 @@ def _worst(run: FleetRun, key: str, pick=max) -> float:
 
 
 def line(run: FleetRun) -> str:
-    refused = sum(bool(r["refused"]) for r in run.per_robot.values())
-    shed = sum(r.get("times_shed") or 0 for r in run.per_robot.values())
+    # refused at start-up and never served; robots shed at run time (perhaps served again)
+    refused = sum(bool(r["refused"]) and not r["times_shed"] for r in run.per_robot.values())
+    shed = sum(bool(r["times_shed"]) for r in run.per_robot.values())
     answers = sum(map(whole_answers, run.per_robot.values()))
     requests = sum(r["dialogue_requests"] or 0 for r in run.per_robot.values())
     killed = (f", camera of robot_{run.robots - 1} killed at {run.camera_killed_at_s:g} s"
@@ -159,7 +160,7 @@ def line(run: FleetRun) -> str:
     return (f"{run.mode:>8} N={run.robots}{killed}: commands ≥ "
             f"{_worst(run, 'commands_hz', min):5.1f} Hz, held ≤ {_worst(run, 'held_command_fraction'):.3f}, misses "
             f"{sum(r['deadline_misses'] or 0 for r in run.per_robot.values())}, refused "
-            f"{refused}, shed {shed}, answers {answers}/{requests}, chunk latency p50 "
+            f"{refused} at start-up, shed {shed}, answers {answers}/{requests}, chunk latency p50 "
             f"{_mean(run, 'chunk_latency_ms_p50'):.0f} ms, action path p95 "
             f"{_mean(run, 'action_path_ms_p95'):.0f} ms, tokens/s {run.tokens_per_s:.0f}, "
             f"KV peak {run.kv_bytes_peak / 2**20:.1f} MiB, RSS {run.rss_bytes / 2**20:.0f} MiB"

@@ -89,20 +89,30 @@ def summary_line(summary: dict) -> str:
                if "answer_accuracy" in summary else ""))
 
 
+def _left_out(summaries: dict) -> str:
+    """e.g. "3 refused at start-up; 1 shed at run time; robot_3's camera killed", or
+    "none refused"."""
+    rows = summaries.values()
+    at_start = sum(bool(r.get("refused")) and not r.get("times_shed") for r in rows)
+    shed = sum(bool(r.get("times_shed")) for r in rows)
+    back = sum(bool(r.get("times_shed")) and not r.get("refused") for r in rows)
+    parts = [f"{at_start} refused at start-up"] if at_start else []
+    if shed:
+        parts.append(f"{shed} shed at run time" + (f", {back} of them served again" if back
+                                                   else ""))
+    parts += [f"{name}'s camera killed" for name, r in summaries.items() if r.get("camera_killed")]
+    return "; ".join(parts) or "none refused"
+
+
 def fleet_line(summaries: dict) -> str:
     """The fleet in one line: over the robots served (not refused, cameras alive), the
     slowest one's command rate and fresh-command rate, the worst held fraction, the misses;
-    answers and memory right over all robots; how many admission refused, and how many it
-    shed at run time (some perhaps served again)."""
+    answers and memory right over all robots; who admission refused at start-up and was
+    never served, who it shed at run time (and how many of those it served again)."""
     rows = list(summaries.values())
     served = [r for r in rows if not r.get("refused") and not r.get("camera_killed")] or rows
-    killed = [name for name, r in summaries.items() if r.get("camera_killed")]
     fresh = [r["fresh_commands_hz"] for r in served if r.get("fresh_commands_hz") is not None]
-    refused = sum(bool(r.get("refused")) for r in rows)
-    shed = sum(bool(r.get("times_shed")) for r in rows)
-    line = (f"fleet: {len(rows)} robots ({refused} refused"
-            + (f", {shed} shed at run time" if shed else "")
-            + "".join(f", {name}'s camera killed" for name in killed) + "), commands "
+    line = (f"fleet: {len(rows)} robots ({_left_out(summaries)}), commands "
             f"{min(r['commands_hz'] for r in served):.1f} Hz or more"
             + (f" ({min(fresh):.1f} Hz fresh)" if fresh else "") + ", held fraction at most "
             f"{max(r['held_command_fraction'] or 0 for r in served)}, "

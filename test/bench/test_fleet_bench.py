@@ -4,7 +4,7 @@ mode, the most robots kept at targets in one run and the largest N with all of t
 
 from dataclasses import asdict
 
-from oxygen_ros.bench.fleet import FleetRun, at_targets, result, robot_at_targets, table
+from oxygen_ros.bench.fleet import FleetRun, at_targets, line, result, robot_at_targets, table
 
 
 def robot(**changes) -> dict:
@@ -68,3 +68,11 @@ def test_a_killed_camera_run_speaks_for_the_others_and_not_for_the_headline():
         "others_at_targets": 2, "others": 3, "others_answers": 8, "others_requests": 9,
         "others_answer_accuracy": 1.0, "others_memory_accuracy": 1.0}
     assert "the other 3 kept ≥ 47.5 Hz fresh commands, 2/3 at targets, answers 8/9" in table(data)
+
+
+def test_a_run_line_tells_refused_at_start_up_from_shed_at_run_time():
+    per_robot = {"a": robot(), "b": robot(refused="refused: 3 robots would miss their targets"),
+                 "c": robot(refused="shed at run time: its plan could not be kept fed",
+                            times_shed=2), "d": robot(times_shed=1)}   # shed, served again
+    text = line(FleetRun("fleet", 4, per_robot))
+    assert "refused 1 at start-up, shed 2, answers 12/12" in text, text

@@ -28,3 +28,15 @@ def test_answers_cut_short_are_counted_by_reason_in_the_summary_and_fleet_lines(
     assert "dialogue answers, 2 memory" in summary_line(demo_summary(watched({1: "eos"})))
     line = fleet_line({"robot_0": whole, "robot_1": cut})
     assert line.endswith("7/7 dialogue answers (2 robot_refused, 1 length, 1 timeout)"), line
+
+
+def test_the_fleet_line_tells_refused_at_start_up_from_shed_at_run_time():
+    served = demo_summary(watched({1: "eos"}))
+    assert "fleet: 2 robots (none refused), commands" in fleet_line({"a": served, "b": served})
+    at_start = served | {"refused": "refused: 4 robots would miss their targets"}
+    shed = served | {"refused": "shed at run time: with 3 robots running", "times_shed": 1}
+    back = served | {"times_shed": 2}               # shed, then served again
+    killed = served | {"camera_killed": True}
+    line = fleet_line({"r0": served, "r1": at_start, "r2": shed, "r3": back, "r4": killed})
+    assert line.startswith("fleet: 5 robots (1 refused at start-up; 2 shed at run time, 1 of "
+                           "them served again; r4's camera killed), commands"), line

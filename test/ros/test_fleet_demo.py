@@ -31,4 +31,4 @@ def test_demo_with_two_robots_answers_each_about_its_own_world(tmp_path, process
         assert first["question"] == FIRST_QUESTION and first["correct"], first
         truths[name] = first["truth"]
     assert truths["robot_0"] != truths["robot_1"]     # two worlds: cross-talk would show
-    assert "fleet: 2 robots (0 refused)" in printed
+    assert "fleet: 2 robots (none refused)" in printed
