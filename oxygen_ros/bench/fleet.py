@@ -17,6 +17,7 @@ from typing import Callable, Optional
 from oxygen_ros.bench.report import pyplot, save_figure
 from oxygen_ros.engine.request import COMPLETED
 from oxygen_ros.ros.demo_job import DemoJob, run_robots
+from oxygen_ros.ros.demo_summary import refusals
 
 MODES = ("fleet", "separate")
 HELD_TARGET = 0.02
@@ -150,18 +151,17 @@ def _worst(run: FleetRun, key: str, pick=max) -> float:
 
 
 def line(run: FleetRun) -> str:
-    # refused at start-up and never served; robots shed at run time (perhaps served again)
-    refused = sum(bool(r["refused"]) and not r["times_shed"] for r in run.per_robot.values())
-    shed = sum(bool(r["times_shed"]) for r in run.per_robot.values())
+    refused, shed, _ = refusals(run.per_robot.values())
     answers = sum(map(whole_answers, run.per_robot.values()))
     requests = sum(r["dialogue_requests"] or 0 for r in run.per_robot.values())
     killed = (f", camera of robot_{run.robots - 1} killed at {run.camera_killed_at_s:g} s"
               if run.camera_killed_at_s is not None else "")
     return (f"{run.mode:>8} N={run.robots}{killed}: commands ≥ "
-            f"{_worst(run, 'commands_hz', min):5.1f} Hz, held ≤ {_worst(run, 'held_command_fraction'):.3f}, misses "
+            f"{_worst(run, 'commands_hz', min):5.1f} Hz, held ≤ "
+            f"{_worst(run, 'held_command_fraction'):.3f}, misses "
             f"{sum(r['deadline_misses'] or 0 for r in run.per_robot.values())}, refused "
-            f"{refused} at start-up, shed {shed}, answers {answers}/{requests}, chunk latency p50 "
-            f"{_mean(run, 'chunk_latency_ms_p50'):.0f} ms, action path p95 "
+            f"{refused} at start-up, shed {shed}, answers {answers}/{requests}, chunk latency "
+            f"p50 {_mean(run, 'chunk_latency_ms_p50'):.0f} ms, action path p95 "
             f"{_mean(run, 'action_path_ms_p95'):.0f} ms, tokens/s {run.tokens_per_s:.0f}, "
             f"KV peak {run.kv_bytes_peak / 2**20:.1f} MiB, RSS {run.rss_bytes / 2**20:.0f} MiB"
             f" — {run.robots_at_targets}/{run.robots} at targets")

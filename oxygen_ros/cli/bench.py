@@ -224,7 +224,8 @@ def _add_bench_switch(sub) -> None:
                                              f"job's trained model, {DEMO_CHECKPOINT})")
     switch.add_argument("--preset", choices=list(PRESETS),
                         help="a model preset with random weights instead")
-    switch.add_argument("--tokenizer", help="PaliGemma tokenizer (with a checkpoint that needs it)")
+    switch.add_argument("--tokenizer",
+                        help="PaliGemma tokenizer (with a checkpoint that needs it)")
     switch.add_argument("--delays", type=bounded(float, least=0, below=1), nargs="+",
                         default=list(defaults.delays),
                         help="inference delays as fractions of the horizon, in [0, 1) "

@@ -89,13 +89,19 @@ def summary_line(summary: dict) -> str:
                if "answer_accuracy" in summary else ""))
 
 
+def refusals(rows) -> tuple[int, int, int]:
+    """(robots refused at start-up and never served, robots shed at run time, those of them
+    served again) over robot summaries."""
+    rows = list(rows)
+    return (sum(bool(r.get("refused")) and not r.get("times_shed") for r in rows),
+            sum(bool(r.get("times_shed")) for r in rows),
+            sum(bool(r.get("times_shed")) and not r.get("refused") for r in rows))
+
+
 def _left_out(summaries: dict) -> str:
     """e.g. "3 refused at start-up; 1 shed at run time; robot_3's camera killed", or
     "none refused"."""
-    rows = summaries.values()
-    at_start = sum(bool(r.get("refused")) and not r.get("times_shed") for r in rows)
-    shed = sum(bool(r.get("times_shed")) for r in rows)
-    back = sum(bool(r.get("times_shed")) and not r.get("refused") for r in rows)
+    at_start, shed, back = refusals(summaries.values())
     parts = [f"{at_start} refused at start-up"] if at_start else []
     if shed:
         parts.append(f"{shed} shed at run time" + (f", {back} of them served again" if back
