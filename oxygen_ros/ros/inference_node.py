@@ -54,11 +54,9 @@ CONFIGURED = ("inference is configured and reads its parameters at configure: de
 class InferenceNode(LifecycleNode):
     def __init__(self, **kwargs):
         super().__init__("inference", **kwargs)
-        ros_parameters.declare(self, inference_specs(), SET_WHEN)
-        ros_parameters.refuse_bad_values(self, inference_specs(), inference_config,
-                                         lambda: None if self.engine is None else CONFIGURED)
+        # the state destroy_node() tears down, set before a parameter can be refused: the
+        # context's shutdown destroys a node whose constructor raised
         self.counters: Counter = Counter()             # the node's own: engine errors
-        lost_responses.install()
         self.engine: Optional[OxygenEngine] = None
         self.configure_error: Optional[Exception] = None
         self._active = False
@@ -67,6 +65,10 @@ class InferenceNode(LifecycleNode):
         self._ports: dict[str, RobotPort] = {}
         self.ports: dict[str, RobotPort] = {}          # the robots served now
         self._engine_ids = itertools.count(1)          # a reconfigure goes on counting
+        ros_parameters.declare(self, inference_specs(), SET_WHEN)
+        ros_parameters.refuse_bad_values(self, inference_specs(), inference_config,
+                                         lambda: None if self.engine is None else CONFIGURED)
+        lost_responses.install()
         if self.get_parameter("autostart").value:
             if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
                 raise self.configure_error or RuntimeError("inference: configure failed")

@@ -1,6 +1,11 @@
 """Declares ROS parameters from parameter specs (type, description, range, allowed values)
-and refuses at set time any value the node's own check refuses, with its reason."""
+and refuses at set time any value the node's own check refuses, with its reason.
 
+A whole number given for a float parameter (`control_rate_hz: 60` in a YAML, `-p
+...:=60`, `ros2 param set ... 60`, `[-3, 3]` for a float list) is taken as that float,
+as its writer means it; rclpy alone refuses its type."""
+
+from array import array
 from typing import Callable, Optional
 
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
@@ -30,6 +35,7 @@ def declare(node, specs: dict[str, Spec], note: str = "", read_only: bool = Fals
     """Declare every parameter; note is appended to each description (when it applies).
     A read-only parameter takes its value from the node's overrides (YAML, --ros-args) and
     refuses every later set."""
+    floats = {name for name, spec in specs.items() if float in (spec.type, spec.element_type)}
     for name, spec in specs.items():
         if spec.default == ():   # rclpy takes [] for a byte array: declare the type
             declared = node.declare_parameter(name, Parameter.Type.STRING_ARRAY,
@@ -38,7 +44,41 @@ def declare(node, specs: dict[str, Spec], note: str = "", read_only: bool = Fals
                 node.set_parameters([Parameter(name, Parameter.Type.STRING_ARRAY, [])])
             continue
         default = list(spec.default) if isinstance(spec.default, tuple) else spec.default
-        node.declare_parameter(name, default, descriptor(spec, note, read_only))
+        if name in floats:
+            default = _given_as_float(node, name, default)
+        node.declare_parameter(name, default, descriptor(spec, note, read_only),
+                               ignore_override=name in floats)
+    node.add_pre_set_parameters_callback(lambda parameters: [
+        Parameter(p.name, value=whole_as_float(p.value)) if p.name in floats else p
+        for p in parameters])
+
+
+def whole_as_float(value):
+    """A whole number (not a bool), or a list of numbers, as float(s); anything else as it
+    is."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (list, tuple, array)) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return [float(v) for v in value]
+    return value
+
+
+def _given_as_float(node, name: str, default):
+    """The value the node's overrides give a float parameter (or a list of floats), whole
+    numbers as floats; `default` where none is given. The override is read through a
+    parameter declared without a type, then undeclared; a value that is no number is a
+    ValueError naming it (a typed declaration would take the type of the value)."""
+    given = node.declare_parameter(name, None, ParameterDescriptor(dynamic_typing=True)).value
+    node.undeclare_parameter(name)
+    if given is None:
+        return default
+    value = whole_as_float(given)
+    if isinstance(default, list) != isinstance(value, list) or not isinstance(value,
+                                                                             (float, list)):
+        wanted = "a list of numbers" if isinstance(default, list) else "a number"
+        raise ValueError(f"{name} must be {wanted}, not {given!r}")
+    return value
 
 
 def values(node, specs: dict[str, Spec]) -> dict:

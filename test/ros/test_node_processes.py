@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from rclpy.node import Node
 
 from oxygen_ros.ros.node_processes import stop_children
@@ -73,11 +74,15 @@ def test_run_starts_each_node_in_its_own_process_and_sigterm_stops_both(processe
     assert "Traceback" not in output, output[-3000:]
 
 
-def test_run_stops_the_other_node_and_fails_when_one_node_fails(processes):
-    run = processes.python("-m", "oxygen_ros.cli", "run", "--preset", "tiny",
-                           "-p", "inference:checkpoint:=/no/such/checkpoint")
+@pytest.mark.parametrize("param, reason", [
+    ("inference:checkpoint:=/no/such/checkpoint", "/no/such/checkpoint"),   # at configure
+    ("inference:temperature:=hot", "temperature must be a number, not 'hot'"),  # declared
+    ("inference:control_rate_hz:=-5.0", "control_rate_hz out of range")])
+def test_run_stops_the_other_node_and_fails_when_one_node_fails(processes, param, reason):
+    run = processes.python("-m", "oxygen_ros.cli", "run", "--preset", "tiny", "-p", param)
     output = processes.finish(run, timeout=120)
     assert run.returncode == 1, output[-3000:]
+    assert reason in output and "Traceback" not in output, output[-3000:]
     line = next(line for line in output.splitlines() if "camera_ingest pid" in line)
     ingest_pid = int(line.split("camera_ingest pid ")[1].split(",")[0])
     assert not os.path.exists(f"/proc/{ingest_pid}")

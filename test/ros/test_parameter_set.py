@@ -1,6 +1,7 @@
 """`ros2 param set` as a client sends it (the SetParameters service of a node in its own
 process): a value the node's configure would refuse is refused at once with the reason, a
-good one is taken while the node is unconfigured, and none is taken (and silently
+good one is taken while the node is unconfigured (a whole number where a float is declared
+too, as a YAML or `ros2 param set ... 60` gives it), and none is taken (and silently
 ignored) while it runs; camera_ingest's parameters are read-only."""
 
 import math
@@ -51,10 +52,14 @@ class Parameters:
 
 def test_inference_refuses_bad_values_with_the_reason_and_freezes_while_configured(
         processes, tmp_path, rclpy_context):
-    params = write_params(tmp_path / "params.yaml", inference={"autostart": False})
+    # whole numbers where floats are declared, as a user writes them
+    params = write_params(tmp_path / "params.yaml", inference={
+        "autostart": False, "memory_period_s": 2, "joint_upper_limits": [3, 3, 3, 3, 3, 3]})
     node = processes.start(executable("inference"), "--ros-args", "--params-file", params)
     probe = Probe(rclpy_context)
     client = Parameters(probe, node, "/inference")
+    assert client.get_one("memory_period_s").double_value == 2.0
+    assert list(client.get_one("joint_upper_limits").double_array_value) == [3.0] * 6
 
     for name, value, reason in BAD:
         result = client.set_one(name, value)
@@ -66,7 +71,11 @@ def test_inference_refuses_bad_values_with_the_reason_and_freezes_while_configur
     crossed = client.set_one("joint_upper_limits", [-9.0] * 6)
     assert not crossed.successful and "above joint_upper_limits" in crossed.reason
 
-    assert client.set_one("control_rate_hz", 60.0).successful   # unconfigured
+    assert client.set_one("control_rate_hz", 60).successful   # unconfigured; `ros2 param
+    assert client.set_one("joint_lower_limits", [-3] * 6).successful  # set` sends an int
+    assert list(client.get_one("joint_lower_limits").double_array_value) == [-3.0] * 6
+    wrong = client.set_one("control_rate_hz", "fast")
+    assert not wrong.successful
     assert Lifecycle(probe, node).transition(Transition.TRANSITION_CONFIGURE, timeout=120.0)
     frozen = client.set_one("control_rate_hz", 70.0)
     assert not frozen.successful and "inference is configured" in frozen.reason
