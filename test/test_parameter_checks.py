@@ -99,3 +99,30 @@ def test_every_number_parameter_has_a_range():
                  if spec.type in (int, float) and spec.element_type is None
                  and spec.range is None]
     assert unbounded == []
+
+
+@pytest.mark.parametrize("name, given, typed", [
+    ("control_rate_hz", 60, 60.0), ("control_rate_hz", 60.5, 60.5),
+    ("joint_lower_limits", [-3, 2.5], [-3.0, 2.5]), ("joint_lower_limits", (1,), [1.0]),
+    ("dialogue_max_tokens", 12, 12), ("dry_run", False, False),
+    ("joint_names", ["a", "b"], ["a", "b"]), ("robots", [], [])])
+def test_a_value_is_taken_as_its_parameters_type_as_the_user_means_it(name, given, typed):
+    value = inference_specs()[name].typed(name, given)
+    assert value == typed and type(value) is type(typed)
+    assert all(type(v) is type(t) for v, t in zip(value, typed)) if isinstance(typed, list) \
+        else True
+
+
+@pytest.mark.parametrize("name, given, reason", [
+    ("control_rate_hz", "fast", "control_rate_hz must be a number, not 'fast'"),
+    ("control_rate_hz", True, "control_rate_hz must be a number, not True"),
+    ("dialogue_max_tokens", 12.0, "dialogue_max_tokens must be a whole number, not 12.0"),
+    ("dialogue_max_tokens", False, "must be a whole number, not False"),
+    ("dry_run", "false", "dry_run must be true or false, not 'false'"),
+    ("dry_run", 0, "dry_run must be true or false, not 0"),
+    ("checkpoint", 7, "checkpoint must be a string, not 7"),
+    ("joint_names", "base", "joint_names must be a list of strings, not 'base'"),
+    ("joint_lower_limits", [-1, "x"], "must be a number (each of joint_lower_limits), not 'x'")])
+def test_a_value_of_another_type_is_refused_naming_the_type(name, given, reason):
+    with pytest.raises(ValueError, match=re.escape(reason)):
+        inference_specs()[name].typed(name, given)

@@ -32,6 +32,21 @@ class Spec:
         element = self.element_type
         return f"{names[element]}[]" if element else names[self.type]
 
+    def typed(self, name: str, value):
+        """value as this parameter's type, as a user means it: a whole number where a float
+        is wanted is that float (a list's items too; a tuple comes back a list). A value of
+        another type is a ValueError naming the parameter. None passes where it is the
+        default."""
+        if value is None and self.default is None:
+            return None
+        element = self.element_type
+        if element is None:
+            return _typed(name, self.type, value)
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{name} must be a list of {KIND_NAMES[element][1]}, "
+                             f"not {value!r}")
+        return [_typed(name, element, item, f" (each of {name})") for item in value]
+
     def check(self, name: str, value) -> None:
         """Raise ValueError if value is not one of the choices, outside the range, or (a
         number or a list of them) not finite. None passes where it is the default."""
@@ -48,6 +63,19 @@ class Spec:
         if self.range is not None and not self.range[0] <= value <= self.range[1]:
             raise ValueError(f"{name} must be in [{self.range[0]}, {self.range[1]}], "
                              f"not {value!r}")
+
+
+# a type -> (a value of it, values of it), as errors name them
+KIND_NAMES = {bool: ("true or false", "true or false"), int: ("a whole number", "whole numbers"),
+              float: ("a number", "numbers"), str: ("a string", "strings")}
+
+
+def _typed(name: str, kind: type, value, which: str = ""):
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise ValueError(f"{name} must be {KIND_NAMES[kind][0]}{which}, not {value!r}")
 
 
 def parameter(default, description: str, *, range: Optional[tuple] = None,

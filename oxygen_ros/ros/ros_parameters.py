@@ -3,7 +3,9 @@ and refuses at set time any value the node's own check refuses, with its reason.
 
 A whole number given for a float parameter (`control_rate_hz: 60` in a YAML, `-p
 ...:=60`, `ros2 param set ... 60`, `[-3, 3]` for a float list) is taken as that float,
-as its writer means it; rclpy alone refuses its type."""
+as its writer means it; rclpy alone refuses its type. At start a value of another type
+is refused naming the parameter and the type it needs (at set time, rclpy's type check
+refuses it)."""
 
 from array import array
 from typing import Callable, Optional
@@ -32,53 +34,46 @@ def descriptor(spec: Spec, note: str = "", read_only: bool = False) -> Parameter
 
 
 def declare(node, specs: dict[str, Spec], note: str = "", read_only: bool = False) -> None:
-    """Declare every parameter; note is appended to each description (when it applies).
-    A read-only parameter takes its value from the node's overrides (YAML, --ros-args) and
-    refuses every later set."""
-    floats = {name for name, spec in specs.items() if float in (spec.type, spec.element_type)}
+    """Declare every parameter, typed, with the value the node's overrides (YAML,
+    --ros-args) give it, else its default; note is appended to each description (when it
+    applies). A value of the wrong type is a ValueError naming the parameter. A read-only
+    parameter refuses every later set."""
     for name, spec in specs.items():
-        if spec.default == ():   # rclpy takes [] for a byte array: declare the type
-            declared = node.declare_parameter(name, Parameter.Type.STRING_ARRAY,
-                                              descriptor(spec, note, read_only))
-            if declared.value is None:    # no override
-                node.set_parameters([Parameter(name, Parameter.Type.STRING_ARRAY, [])])
-            continue
-        default = list(spec.default) if isinstance(spec.default, tuple) else spec.default
-        if name in floats:
-            default = _given_as_float(node, name, default)
-        node.declare_parameter(name, default, descriptor(spec, note, read_only),
-                               ignore_override=name in floats)
-    node.add_pre_set_parameters_callback(lambda parameters: [
-        Parameter(p.name, value=whole_as_float(p.value)) if p.name in floats else p
-        for p in parameters])
+        described = descriptor(spec, note, read_only)
+        value = _given(node, name, spec)
+        if value == []:   # rclpy takes [] for a byte array: declare the type
+            node.declare_parameter(name, Parameter.Type.STRING_ARRAY, described,
+                                   ignore_override=True)
+            node.set_parameters([Parameter(name, Parameter.Type.STRING_ARRAY, [])])
+        else:
+            node.declare_parameter(name, value, described, ignore_override=True)
+    node.add_pre_set_parameters_callback(
+        lambda parameters: [_as_float(specs.get(p.name), p) for p in parameters])
 
 
-def whole_as_float(value):
-    """A whole number (not a bool), or a list of numbers, as float(s); anything else as it
-    is."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (list, tuple, array)) and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-        return [float(v) for v in value]
-    return value
-
-
-def _given_as_float(node, name: str, default):
-    """The value the node's overrides give a float parameter (or a list of floats), whole
-    numbers as floats; `default` where none is given. The override is read through a
-    parameter declared without a type, then undeclared; a value that is no number is a
-    ValueError naming it (a typed declaration would take the type of the value)."""
+def _given(node, name: str, spec: Spec):
+    """The value the node's overrides give the parameter, as its type (Spec.typed), or its
+    default. The override is read through a parameter declared without a type, then
+    undeclared: a typed declaration would refuse a whole number for a float, and take
+    the type of the override where no default fixes it."""
     given = node.declare_parameter(name, None, ParameterDescriptor(dynamic_typing=True)).value
     node.undeclare_parameter(name)
-    if given is None:
-        return default
-    value = whole_as_float(given)
-    if isinstance(default, list) != isinstance(value, list) or not isinstance(value,
-                                                                             (float, list)):
-        wanted = "a list of numbers" if isinstance(default, list) else "a number"
-        raise ValueError(f"{name} must be {wanted}, not {given!r}")
-    return value
+    value = spec.default if given is None else spec.typed(name, list(given)
+                                                          if isinstance(given, array) else given)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _as_float(spec: Optional[Spec], parameter: Parameter) -> Parameter:
+    """At set time: a whole number (or a list of numbers) for a float parameter as float(s);
+    any other parameter as it is (a wrong type for rclpy's type check to refuse)."""
+    if spec is None or float not in (spec.type, spec.element_type):
+        return parameter
+    value = parameter.value
+    try:
+        value = spec.typed(parameter.name, list(value) if isinstance(value, array) else value)
+    except ValueError:
+        return parameter
+    return Parameter(parameter.name, value=value)
 
 
 def values(node, specs: dict[str, Spec]) -> dict:
