@@ -17,9 +17,8 @@ from typing import Mapping
 
 import yaml
 
-from oxygen_ros.engine.parameters import specs
 from oxygen_ros.engine.robot import robot_names
-from oxygen_ros.ros.node_parameters import IngestParameters, InferenceParameters
+from oxygen_ros.ros.node_parameters import NODE_SPECS
 from oxygen_ros.ros.robot_topics import robot_topic
 
 PRESET_CONFIGS = {"small": "humanoid.yaml", "tiny": "humanoid_tiny.yaml",
@@ -47,7 +46,6 @@ ROBOT_TOPICS = {
                   "command_topic", "action_chunk_topic", "trajectory_topic", "dialogue_topic",
                   "memory_topic", "ask_action"),
 }
-NODE_SPECS = {"camera_ingest": IngestParameters, "inference": InferenceParameters}
 # launch argument -> (node, parameter) it sets when given
 TOPIC_ARGUMENTS = {"joint_states_topic": ("camera_ingest", "joint_state_topic"),
                    "command_topic": ("inference", "command_topic"),
@@ -137,7 +135,7 @@ def topic_overrides(arguments: Mapping[str, str], config: Path, node: str) -> di
     namespace = robot_namespace(arguments)
     overrides = {}
     if namespace:
-        section, defaults = node_section(config, node), specs(NODE_SPECS[node])
+        section, defaults = node_section(config, node), NODE_SPECS[node]()
         for name in ROBOT_TOPICS[node]:
             value = section.get(name, defaults[name].default)
             overrides[name] = ([robot_topic(namespace, v) for v in value]

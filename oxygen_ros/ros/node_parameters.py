@@ -185,3 +185,7 @@ class IngestParameters:
 
 def ingest_specs() -> dict[str, Spec]:
     return specs(IngestParameters)
+
+
+# each node's parameters by node name
+NODE_SPECS = {"camera_ingest": ingest_specs, "inference": inference_specs}

@@ -11,14 +11,13 @@ from oxygen_ros.engine.parameters import Spec, specs
 from oxygen_ros.ros.launch_plan import PRESET_CONFIGS
 from oxygen_ros.ros.node_parameters import (
     ENGINE_DIFFERENCES,
+    NODE_SPECS,
     InferenceParameters,
-    inference_specs,
     ingest_specs,
 )
 
 COMMAND = "python -m oxygen_ros.ros.parameter_docs > docs/parameters.md"
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
-NODE_SPECS = {"camera_ingest": ingest_specs, "inference": inference_specs}
 
 
 def shipped_overrides(config_dir: Path = CONFIG_DIR) -> dict[str, dict[str, dict]]:
