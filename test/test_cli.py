@@ -298,6 +298,47 @@ def test_a_config_file_that_does_not_exist_stops_run_and_demo_naming_it(tmp_path
         assert "Traceback" not in result.stderr
 
 
+def test_a_config_file_the_nodes_would_not_take_stops_run_and_demo_in_one_line(tmp_path):
+    cases = [("typo.yaml", "inference:\n  ros__parameters:\n    frame_perod_s: 0.1\n",
+              "did you mean 'frame_period_s'?"),
+             ("broken.yaml", "inference: [\n", "is not valid YAML"),
+             ("folder", None, "is a directory")]
+    for name, text, message in cases:
+        config = tmp_path / name
+        config.write_text(text) if text is not None else config.mkdir()
+        for verb in ("run", "demo"):
+            result = run_cli(verb, "--config", str(config), timeout=60)
+            assert result.returncode == 2, (verb, result.stderr)
+            assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_parameter_override_is_checked_before_anything_starts():
+    cases = [("badformat", "expected NODE:NAME:=VALUE"),
+             ("inferense:preset:=tiny", "did you mean 'inference'?"),
+             ("inference:tokens_per_frmae:=8", "did you mean 'tokens_per_frame'?"),
+             ("inference:frame_period_s:=fast", "frame_period_s must be a number, not 'fast'"),
+             ("camera_ingest:image_size:=28.5", "image_size must be a whole number"),
+             ("inference:control_rate_hz:=2000", "must be in [1.0, 1000.0]")]
+    for param, message in cases:
+        for verb in ("run", "demo"):
+            result = run_cli(verb, "-p", param, timeout=60)
+            assert result.returncode == 2, (param, result.stderr)
+            assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_an_override_reaches_rcl_written_as_its_parameter_is_typed():
+    from oxygen_ros.cli.options import node_parameter
+
+    # a whole number for a float as a decimal: rcl keeps a file's double over an int -p
+    assert node_parameter("inference:control_rate_hz:=60") == "inference:control_rate_hz:=60.0"
+    assert node_parameter("inference:joint_lower_limits:=[-1, 2]") == \
+        "inference:joint_lower_limits:=[-1.0, 2.0]"
+    assert node_parameter("inference:dry_run:=True") == "inference:dry_run:=true"
+    assert node_parameter("inference:checkpoint:=") == "inference:checkpoint:="
+    assert node_parameter("inference:default_instruction:=pick it up") == \
+        "inference:default_instruction:=pick it up"
+
+
 @pytest.mark.parametrize("verb, preset", [("run", None), ("run", "small"), ("run", "tiny"),
                                           ("run", "pi05"), ("run", "demo"), ("demo", None),
                                           ("demo", "tiny")])

@@ -2,6 +2,7 @@
 the verbs that talk ROS."""
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -106,7 +107,31 @@ def add_node_options(command: argparse.ArgumentParser, preset: str = "") -> None
                          help="publish no commands or trajectories")
     command.add_argument("--no-dry-run", dest="dry_run", action="store_false")
     command.add_argument("-p", "--param", action="append", metavar="NODE:NAME:=VALUE",
-                         help="override a parameter, e.g. inference:tokens_per_frame:=8")
+                         type=node_parameter,
+                         help="override a parameter of camera_ingest or inference, e.g. "
+                              "inference:tokens_per_frame:=8 (VALUE in YAML, as ros2 reads "
+                              "it; checked against docs/parameters.md before the start)")
+
+
+def node_parameter(text: str) -> str:
+    """An argparse type: NODE:NAME:=VALUE, a parameter of one of the nodes and a value it
+    takes (launch_plan.parameter_value), given back written as rcl reads it: a whole number
+    for a float as a decimal (rcl keeps a file's double over a -p of another type)."""
+    import yaml
+
+    from oxygen_ros.ros import launch_plan
+
+    target, sep, value = text.partition(":=")
+    node, colon, name = target.partition(":")
+    if not (sep and colon and node and name):
+        raise argparse.ArgumentTypeError(f"expected NODE:NAME:=VALUE, e.g. "
+                                         f"inference:control_rate_hz:=60, not {text!r}")
+    try:
+        typed = launch_plan.parameter_value(node, name, yaml.safe_load(value))
+    except (ValueError, yaml.YAMLError) as error:
+        raise argparse.ArgumentTypeError(f"{text}: {error}") from None
+    written = value if isinstance(typed, str) else json.dumps(typed)
+    return f"{node}:{name}:={written}"
 
 
 def launch_arguments(args: argparse.Namespace, **defaults: str) -> dict[str, str]:

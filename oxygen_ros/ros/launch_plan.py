@@ -12,6 +12,7 @@ for it; `inference:=remote` starts only camera_ingest there (fleet.launch.py sta
 server). A parameters YAML keys its sections by node name, which a namespaced node does
 not match, so namespaced nodes take their section's values directly."""
 
+import difflib
 from pathlib import Path
 from typing import Mapping
 
@@ -38,6 +39,8 @@ MODEL_ARGUMENTS = {
     "use_sim_time": ("false", "use /clock (true when replaying bags with --clock)"),
 }
 INFERENCE_PLACES = ("local", "remote")
+# parameters rclpy declares on every node
+ROS_OWN = ("use_sim_time", "start_type_description_service", "qos_overrides")
 # per node: the parameters that name a robot's topics (and its Ask action)
 ROBOT_TOPICS = {
     "camera_ingest": ("camera_topics", "joint_state_topic", "instruction_topic",
@@ -53,17 +56,112 @@ TOPIC_ARGUMENTS = {"joint_states_topic": ("camera_ingest", "joint_state_topic"),
 
 
 def config_file(arguments: Mapping[str, str], config_dir: Path) -> Path:
-    """The parameters YAML: config_file if given, else the preset's own, else the default."""
+    """The parameters YAML: config_file if given (checked: check_config), else the preset's
+    own, else the default."""
     given = arguments.get("config_file", "")
     if given:
+        if Path(given).is_dir():
+            raise ValueError(f"config file {given} is a directory, not a parameters YAML")
         if not Path(given).is_file():
             raise ValueError(f"config file {given} does not exist")
+        check_config(Path(given))
         return Path(given)
     preset = arguments.get("preset", "")
     if preset and preset not in PRESET_CONFIGS:
         raise ValueError(f"preset {preset!r} has no shipped config (choose from "
                          f"{', '.join(PRESET_CONFIGS)}, or give config_file)")
     return config_dir / PRESET_CONFIGS.get(preset, DEFAULT_CONFIG)
+
+
+def parameter_value(node: str, name: str, value):
+    """value as the parameter `name` of `node` takes it (Spec.typed: a whole number for a
+    float is that float), checked against its range and allowed values; ValueError for a
+    node or parameter the package does not have (naming the nearest), or a bad value."""
+    if node not in NODE_SPECS:
+        raise ValueError(f"{node!r} is no node of oxygen_ros (camera_ingest or inference)"
+                         f"{_nearest(node, NODE_SPECS)}")
+    node_specs = NODE_SPECS[node]()
+    if name in ROS_OWN:
+        return value
+    if name not in node_specs:
+        raise ValueError(f"{node} has no parameter {name!r}{_nearest(name, node_specs)} "
+                         "(docs/parameters.md lists them)")
+    spec = node_specs[name]
+    typed = spec.typed(name, "" if value is None and spec.type is str else value)
+    spec.check(name, typed)
+    return typed
+
+
+def _nearest(name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def check_config(path: Path) -> None:
+    """ValueError saying what in the parameters YAML at `path` rcl would refuse or the nodes
+    would not take: not YAML; not `<node>: ros__parameters: {...}` sections (namespaces may
+    nest them); no section for camera_ingest or inference (nor a `/**` one); a section
+    whose name is near one of theirs (a typo, else another node's: it passes); a parameter
+    their section names that the node does not have; a value of the wrong type or out of
+    range (parameter_value); a list mixing whole numbers and decimals, which rcl refuses."""
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ValueError(f"config file {path} is not valid YAML{where}: "
+                         f"{getattr(error, 'problem', None) or error}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"config file {path} is not text") from None
+    if document is None:
+        raise ValueError(f"config file {path} is empty")
+    if not isinstance(document, dict):
+        raise ValueError(f"config file {path} must map node names to their parameters "
+                         f"('inference: ros__parameters: ...'), not {type(document).__name__}")
+    ours = 0
+    for node, section in _node_sections(path, document):
+        wildcard = node in ("*", "**")
+        if not wildcard and node not in NODE_SPECS:
+            if _nearest(node, NODE_SPECS):
+                raise ValueError(f"config file {path}: section {node!r} is no node of "
+                                 f"oxygen_ros{_nearest(node, NODE_SPECS)}")
+            continue      # another node's parameters, in a robot-wide file
+        ours += 1
+        for name, value in section.items():
+            try:
+                if isinstance(value, list) and {type(v) for v in value} == {int, float}:
+                    raise ValueError(f"{name}: {value} mixes whole numbers and decimals, "
+                                     "which rcl cannot read: write each with a decimal point")
+                if wildcard:     # a parameter of either node
+                    nodes = [n for n in NODE_SPECS if name in NODE_SPECS[n]()] or ["inference"]
+                    for each in nodes:
+                        parameter_value(each, name, value)
+                else:
+                    parameter_value(node, name, value)
+            except ValueError as error:
+                raise ValueError(f"config file {path}: {error}") from None
+    if not ours:
+        raise ValueError(f"config file {path} sets no parameter of camera_ingest or inference "
+                         "(no 'camera_ingest:' or 'inference:' section)")
+
+
+def _node_sections(path: Path, document: dict, within: str = ""):
+    """(node name, its ros__parameters) for each node section, through namespace levels."""
+    for key, value in document.items():
+        name = f"{within}/{str(key).strip('/')}"
+        if not isinstance(value, dict) or ("ros__parameters" not in value and not all(
+                isinstance(inner, dict) for inner in value.values())):
+            raise ValueError(f"config file {path}: section {name.lstrip('/')!r} needs "
+                             "'ros__parameters:' above its parameters (or nodes under it, "
+                             "for a namespace)")
+        if "ros__parameters" in value:
+            parameters = value["ros__parameters"] or {}
+            if not isinstance(parameters, dict):
+                raise ValueError(f"config file {path}: {name.lstrip('/')}'s ros__parameters "
+                                 "must map parameter names to values")
+            yield name.rsplit("/", 1)[-1], parameters
+        else:
+            yield from _node_sections(path, value, name)
 
 
 def inference_overrides(arguments: Mapping[str, str]) -> dict:

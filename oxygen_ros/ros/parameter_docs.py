@@ -93,6 +93,17 @@ def render(config_dir: Path = CONFIG_DIR) -> str:
         "(it reads them at configure: deactivate, cleanup, set, configure). "
         "`ros2 param describe` shows each range and allowed value.",
         "",
+        "A whole number where a float is declared is taken as that float (`control_rate_hz: "
+        "60` in a YAML, `[-3, 3]` for a float list, `ros2 param set /inference "
+        "control_rate_hz 60`); at start a value of another type is refused naming the "
+        "parameter and the type it needs. Before anything starts, `oxygen-ros run`, "
+        "`oxygen-ros demo` and the launch files check a given config file (`--config`, "
+        "`config_file:=`) and each `-p NODE:NAME:=VALUE`: YAML syntax, `<node>: "
+        "ros__parameters:` sections (namespaces may nest them; `/**` reaches both nodes), "
+        "parameter names (a misspelt node or parameter names the nearest one), types and "
+        "ranges, and lists mixing `1` and `1.5` (rcl cannot read them); sections of other "
+        "nodes pass.",
+        "",
         "## camera_ingest",
         "",
         *_table("camera_ingest", list(ingest_specs()), overrides),

@@ -18,6 +18,7 @@ from typing import Callable, Optional, Sequence
 
 import rclpy
 from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.signals import SignalHandlerOptions
 
 WIND_DOWN_S = 1.0      # at most this long answering open requests after a stop signal
@@ -72,10 +73,16 @@ def wind_down(executor: Executor, nodes: Sequence[object]) -> None:
 def run_nodes(factories: Sequence[Callable[[], object]], args=None,
               make_executor: Optional[Callable[[], Executor]] = None,
               duration: float = 0.0) -> int:
-    """Build the nodes (a failure is one line on stderr and exit code 1), spin them until a
-    signal or `duration`, destroy them; 0 on a clean stop."""
-    rclpy.init(args=args if args is not None else sys.argv,
-               signal_handler_options=SignalHandlerOptions.NO)
+    """Build the nodes (arguments rcl cannot read, or a failure, are one line on stderr and
+    exit code 1), spin them until a signal or `duration`, destroy them; 0 on a clean
+    stop."""
+    try:
+        rclpy.init(args=args if args is not None else sys.argv,
+                   signal_handler_options=SignalHandlerOptions.NO)
+    except _rclpy.RCLError as error:   # arguments rcl cannot read, e.g. a broken params file
+        print(f"{', '.join(getattr(f, '__name__', 'node') for f in factories)}: {error}",
+              file=sys.stderr)
+        return 1
     stop = install_stop_signals()
     nodes = []
     try:

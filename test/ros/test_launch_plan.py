@@ -1,8 +1,10 @@
 """The launch file's decisions (oxygen_ros.ros.launch_plan), without launch_ros: the YAML
 is the source of truth and an argument overrides it only when given; every preset the
-launch file offers starts from a parameter set its model accepts."""
+launch file offers starts from a parameter set its model accepts; a YAML the nodes or rcl
+would not take (a typo, a wrong type, broken syntax) stops the start saying why."""
 
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -79,6 +81,64 @@ def test_a_config_file_that_does_not_exist_stops_the_launch_naming_it(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         launch_plan.inference_parameters({"config_file": str(missing), "preset": "demo"},
                                          CONFIG)
+
+
+BAD_CONFIGS = [  # (YAML text, what the one-line refusal says)
+    ("inference:\n  ros__parameters:\n    preset: [tiny\n", "is not valid YAML (line 4"),
+    ("", "is empty"),
+    ("- inference\n", "must map node names to their parameters"),
+    ("inference:\n  preset: tiny\n", "section 'inference' needs 'ros__parameters:'"),
+    ("inference:\n  ros__parameters: [1]\n", "inference's ros__parameters must map"),
+    ("inferense:\n  ros__parameters:\n    preset: tiny\n",
+     "section 'inferense' is no node of oxygen_ros; did you mean 'inference'?"),
+    ("inference:\n  ros__parameters:\n    frame_perod_s: 0.1\n",
+     "inference has no parameter 'frame_perod_s'; did you mean 'frame_period_s'?"),
+    ("camera_ingest:\n  ros__parameters:\n    preset: tiny\n",
+     "camera_ingest has no parameter 'preset'"),
+    ("inference:\n  ros__parameters:\n    dry_run: 'false'\n",
+     "dry_run must be true or false, not 'false'"),
+    ("inference:\n  ros__parameters:\n    control_rate_hz: 2000\n",
+     "control_rate_hz must be in [1.0, 1000.0], not 2000.0"),
+    ("inference:\n  ros__parameters:\n    joint_lower_limits: [-1, 1.5]\n",
+     "mixes whole numbers and decimals, which rcl cannot read"),
+    ("robot_state_publisher:\n  ros__parameters:\n    publish_frequency: 20.0\n",
+     "sets no parameter of camera_ingest or inference"),
+    ("/**:\n  ros__parameters:\n    tokens_per_frmae: 8\n", "no parameter 'tokens_per_frmae'"),
+]
+
+
+@pytest.mark.parametrize("text, reason", BAD_CONFIGS)
+def test_a_config_file_rcl_or_the_nodes_would_not_take_stops_the_launch_saying_why(
+        tmp_path, text, reason):
+    config = tmp_path / "params.yaml"
+    config.write_text(text)
+    with pytest.raises(ValueError, match=re.escape(f"config file {config}")) as refused:
+        launch_plan.config_file({"config_file": str(config)}, CONFIG)
+    assert reason in str(refused.value)
+
+
+def test_a_robot_wide_config_with_namespaces_wildcards_and_other_nodes_passes(tmp_path):
+    config = tmp_path / "robot.yaml"
+    config.write_text(
+        "/**:\n  ros__parameters:\n    use_sim_time: true\n    control_rate_hz: 60\n"
+        "alpha:\n  inference:\n    ros__parameters:\n      preset: tiny\n"
+        "      qos_overrides:\n        /oxygen/dialogue:\n          publisher:\n"
+        "            depth: 20\n"
+        "robot_state_publisher:\n  ros__parameters:\n    publish_frequency: 20.0\n")
+    assert launch_plan.config_file({"config_file": str(config)}, CONFIG) == config
+
+
+def test_every_shipped_config_passes_the_check():
+    for name in set(launch_plan.PRESET_CONFIGS.values()):
+        launch_plan.check_config(CONFIG / name)
+
+
+@pytest.mark.parametrize("node, name, given, taken", [
+    ("inference", "control_rate_hz", 60, 60.0), ("inference", "checkpoint", None, ""),
+    ("camera_ingest", "image_size", 84, 84), ("inference", "use_sim_time", True, True)])
+def test_a_parameter_value_is_taken_as_its_node_takes_it(node, name, given, taken):
+    value = launch_plan.parameter_value(node, name, given)
+    assert value == taken and type(value) is type(taken)
 
 
 def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():

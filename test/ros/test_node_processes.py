@@ -10,6 +10,8 @@ import time
 import pytest
 from rclpy.node import Node
 
+from graph_helpers import executable
+
 from oxygen_ros.ros.node_processes import stop_children
 
 NODES = {"camera_ingest", "inference"}
@@ -74,18 +76,31 @@ def test_run_starts_each_node_in_its_own_process_and_sigterm_stops_both(processe
     assert "Traceback" not in output, output[-3000:]
 
 
-@pytest.mark.parametrize("param, reason", [
-    ("inference:checkpoint:=/no/such/checkpoint", "/no/such/checkpoint"),   # at configure
-    ("inference:temperature:=hot", "temperature must be a number, not 'hot'"),  # declared
-    ("inference:control_rate_hz:=-5.0", "control_rate_hz out of range")])
-def test_run_stops_the_other_node_and_fails_when_one_node_fails(processes, param, reason):
-    run = processes.python("-m", "oxygen_ros.cli", "run", "--preset", "tiny", "-p", param)
+def test_run_stops_the_other_node_and_fails_when_one_node_fails(processes):
+    run = processes.python("-m", "oxygen_ros.cli", "run", "--preset", "tiny",
+                           "-p", "inference:checkpoint:=/no/such/checkpoint")
     output = processes.finish(run, timeout=120)
     assert run.returncode == 1, output[-3000:]
-    assert reason in output and "Traceback" not in output, output[-3000:]
+    assert "/no/such/checkpoint" in output and "Traceback" not in output, output[-3000:]
     line = next(line for line in output.splitlines() if "camera_ingest pid" in line)
     ingest_pid = int(line.split("camera_ingest pid ")[1].split(",")[0])
     assert not os.path.exists(f"/proc/{ingest_pid}")
+
+
+@pytest.mark.parametrize("args, reason", [
+    (("-p", "temperature:=hot"), "temperature must be a number, not 'hot'"),
+    (("-p", "control_rate_hz:=-5.0"), "control_rate_hz out of range"),
+    (("--params-file", "MIXED"), "Couldn't parse params file")])
+def test_a_node_started_alone_refuses_what_it_cannot_take_in_one_line(processes, tmp_path,
+                                                                     args, reason):
+    """As `ros2 run` starts it, with nothing of the CLI's checks in front."""
+    mixed = tmp_path / "mixed.yaml"    # rcl refuses a list of ints and doubles
+    mixed.write_text("inference:\n  ros__parameters:\n    joint_lower_limits: [-1, 1.5]\n")
+    node = processes.start(executable("inference"), "--ros-args", "-p", "preset:=tiny",
+                           *[str(mixed) if a == "MIXED" else a for a in args])
+    output = processes.finish(node, timeout=120)
+    assert node.returncode == 1, output[-3000:]
+    assert reason in output and "Traceback" not in output, output[-3000:]
 
 
 def test_single_process_runs_both_nodes_in_the_command_itself(processes, rclpy_context):
