@@ -312,6 +312,15 @@ def test_a_config_file_the_nodes_would_not_take_stops_run_and_demo_in_one_line(t
             assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
+def test_a_demo_bag_that_is_no_bag_stops_the_demo_before_anything_starts(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a bag")
+    for bag, message in [(tmp_path / "notes.txt", "Unrecognized storage format"),
+                         (tmp_path, "metadata")]:
+        result = run_cli("demo", "--bag", str(bag), timeout=60)
+        assert result.returncode == 2 and f"--bag {bag}: " in result.stderr, result.stderr
+        assert message in result.stderr and "Traceback" not in result.stderr
+
+
 def test_a_parameter_override_is_checked_before_anything_starts():
     cases = [("badformat", "expected NODE:NAME:=VALUE"),
              ("inferense:preset:=tiny", "did you mean 'inference'?"),

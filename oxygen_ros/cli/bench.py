@@ -2,6 +2,7 @@
 bench-fleet."""
 
 import argparse
+import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -150,15 +151,21 @@ def cmd_bench_fleet(args: argparse.Namespace) -> int:
     if args.camera_killed == 1:
         return usage_error("bench-fleet", "--camera-killed needs 2 robots or more (0: skip)")
     try:
-        _, node_args, memory_period_s = demo_configuration(args)
+        configuration = demo_configuration(args)
     except ValueError as error:
         return usage_error("bench-fleet", str(error))
     ros_environment()
     from oxygen_ros.bench import fleet
 
-    result = fleet.run(tuple(args.robots), node_args[1:], args.seed, args.duration,
-                       memory_period_s, args.camera_killed,
-                       progress=lambda run: print(fleet.line(run), flush=True))
+    from oxygen_ros.ros.demo_job import StartFailed
+
+    try:
+        result = fleet.run(tuple(args.robots), configuration.node_args[1:], args.seed,
+                           args.duration, configuration.memory_period_s, args.camera_killed,
+                           progress=lambda run: print(fleet.line(run), flush=True))
+    except StartFailed as error:
+        print(f"oxygen-ros bench-fleet: {error}", file=sys.stderr, flush=True)
+        return 1
     print(fleet.table(result))
     if args.json:
         write_json(result, args.json)

@@ -4,6 +4,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from oxygen_ros.cli.options import (LONGEST_BAG_S, add_json, add_node_options, add_threads,
                                     bounded, launch_arguments, node_ros_args, output_file,
@@ -34,30 +35,45 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.kill_camera is not None and args.robots < 2:
         return usage_error("demo", f"--kill-camera needs --robots 2 or more, not {args.robots}")
     try:
-        arguments, node_args, memory_period_s = demo_configuration(args)
+        configuration = demo_configuration(args)
     except ValueError as error:
         return usage_error("demo", str(error))
+    if args.bag and Path(args.bag).exists():
+        from oxygen_ros.ros.bag import check_readable
+        try:
+            check_readable(args.bag)
+        except ValueError as error:
+            return usage_error("demo", f"--bag {error}")
     ros_environment()
     from oxygen_ros.ros.demo_job import DemoJob, run_demo
 
-    return run_demo(DemoJob(node_args[1:], args.bag, args.seed, args.duration, args.summary,
-                            memory_period_s, args.robots,
-                            camera_killed_at_s=args.kill_camera))
+    return run_demo(DemoJob(configuration.node_args[1:], args.bag, args.seed, args.duration,
+                            args.summary, configuration.memory_period_s, args.robots,
+                            camera_killed_at_s=args.kill_camera,
+                            commands=not configuration.dry_run))
 
 
-def demo_configuration(args: argparse.Namespace) -> tuple[dict, list[str], float]:
-    """The launch arguments the demo stands for (commands on: it shows every output), the
-    nodes' --ros-args, and the memory period the summaries are scored against."""
+class DemoConfiguration(NamedTuple):
+    arguments: dict          # the launch arguments the demo stands for
+    node_args: list          # the nodes' --ros-args
+    memory_period_s: float   # the memory period the summaries are scored against
+    dry_run: bool            # the nodes publish no commands
+
+
+def demo_configuration(args: argparse.Namespace) -> DemoConfiguration:
+    """What the demo runs: as the launch file with the options given (commands on unless
+    --dry-run: it shows every output)."""
     from oxygen_ros.ros import launch_plan
     from oxygen_ros.ros.node_parameters import inference_specs
     from oxygen_ros.resources import share_path
 
     arguments = launch_arguments(args, dry_run="false")
     node_args = node_ros_args(arguments, args.param)
-    parameters = (launch_plan.inference_parameters(arguments, share_path("config"))
+    parameters = ({name: spec.default for name, spec in inference_specs().items()}
+                  | launch_plan.inference_parameters(arguments, share_path("config"))
                   | param_overrides(args.param, "inference"))
-    period = parameters.get("memory_period_s", inference_specs()["memory_period_s"].default)
-    return arguments, node_args, float(period)
+    return DemoConfiguration(arguments, node_args, float(parameters["memory_period_s"]),
+                             bool(parameters["dry_run"]))
 
 
 def cmd_make_demo_bag(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 
 import cv2
 import numpy as np
-from rosbags.highlevel import AnyReader
+from rosbags.highlevel import AnyReader, AnyReaderError
 from rosbags.interfaces import (
     Qos,
     QosDurability,
@@ -227,6 +227,15 @@ def _replay_qos(connection, topic: str, overrides: dict):
              "durability": DurabilityPolicy}[name], str(value).upper())
         setattr(profile, name, value)
     return profile
+
+
+def check_readable(path: str | Path) -> None:
+    """ValueError naming the bag if rosbags cannot open it (as BagReplayer opens it)."""
+    try:
+        with AnyReader([Path(path)], default_typestore=TYPESTORE):
+            pass
+    except (AnyReaderError, OSError) as error:
+        raise ValueError(f"{path}: {error}") from None
 
 
 class BagReplayer:

@@ -30,7 +30,8 @@ from oxygen_ros.demo import score
 from oxygen_ros.process_memory import peak_rss_bytes
 from oxygen_ros.ros import launch_plan
 from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
-from oxygen_ros.ros.demo_summary import answered, demo_summary, fleet_line, summary_line
+from oxygen_ros.ros.demo_summary import (answered, demo_summary, fleet_line,
+                                         missing_outputs, summary_line)
 from oxygen_ros.ros.monitor import OutputMonitor
 from oxygen_ros.ros.node_processes import node_command, start_nodes, stop_children
 from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals, spin_until
@@ -52,6 +53,7 @@ class DemoJob:
     separate: bool = False         # instead one inference process per robot (bench-fleet)
     live: bool = True              # live stats each second, answers, summary lines
     camera_killed_at_s: Optional[float] = None   # after the last robot's first command
+    commands: bool = True          # the nodes publish commands (not a dry run)
 
     def robot_names(self) -> list[str]:
         """robot_0, robot_1, …; one robot has no name (no namespace) unless separate or
@@ -186,15 +188,28 @@ def _config_dir() -> Path:
     return share_path("config")
 
 
+class StartFailed(RuntimeError):
+    """A node process of the run exited before it reported: nothing was replayed."""
+
+
 def run_demo(job: DemoJob) -> int:
-    summaries, _ = run_robots(job)
-    return 0 if all(s["action_chunks"] > 0 and s["commands_received"] > 0
-                    for s in summaries.values()) else 1
+    """0 when every robot got action chunks and (unless a dry run) commands; else 1, saying
+    what was missing or which process exited before it reported."""
+    try:
+        summaries, _ = run_robots(job)
+    except StartFailed as error:
+        print(f"oxygen-ros demo: {error}", file=sys.stderr, flush=True)
+        return 1
+    missing = missing_outputs(summaries, job.commands)
+    if missing:
+        print(f"oxygen-ros demo: {'; '.join(missing)}", file=sys.stderr, flush=True)
+    return 1 if missing else 0
 
 
 def run_robots(job: DemoJob) -> tuple[dict, int]:
     """Run the job: each robot's summary (by name) and the inference processes' peak
-    resident memory, together (bytes)."""
+    resident memory, together (bytes). StartFailed when a node process exits before it
+    reports (nothing is replayed or summarized)."""
     robots = job.robot_names()
     bags = [_prepare_bag(job, index) for index in range(len(robots))]
     params = tempfile.TemporaryDirectory(prefix="oxygen-fleet-")   # robots' YAMLs
@@ -210,10 +225,12 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
     ingests: list = []
     finished = threading.Event()
     deadline = time.monotonic() + READY_S
+    started = False
 
     def wait_for(names: list[str]) -> None:
         while (not stop.is_set() and time.monotonic() < deadline
                and not all(name in monitors[0].diagnostics for name in names)):
+            _check_running(ingests, servers, robots, job.live)
             executor.spin_once(timeout_sec=0.1)
     try:
         if robots == [""]:    # as humanoid.launch.py runs one robot
@@ -229,6 +246,7 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
         # the replays start together once every robot's server reports (models loaded and
         # calibrated): a robot's numbers do not include another server's start-up
         wait_for([monitor.status_name for monitor in monitors])
+        started = True
         if job.camera_killed_at_s is not None:
             threading.Thread(target=_kill_when_served, daemon=True,
                              args=(ingests[-1], monitors[-1], job.camera_killed_at_s,
@@ -251,13 +269,30 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
         rss = sum(peak_rss_bytes(server.pid) for server in servers)
         stop_children(replays, grace_s=5.0)
         stop_children(servers + ingests)
-        summaries = _report(job, monitors, [spec for _, spec in bags], clock)
+        summaries = _report(job, monitors, [spec for _, spec in bags], clock) if started \
+            else {}
         executor.shutdown()
         for monitor in monitors:
             monitor.destroy_node()
         rclpy.try_shutdown()
         params.cleanup()
     return summaries, rss
+
+
+def _check_running(ingests: list, servers: list, robots: list[str], live: bool) -> None:
+    """StartFailed naming the first node process that has exited (while waiting for the
+    nodes to report, none should)."""
+    named = [(ingest, "camera_ingest" + (f" of {robot}" if robot else ""))
+             for ingest, robot in zip(ingests, robots)]
+    named += [(server, "inference" if len(servers) == 1 else f"inference_{robot}")
+              for server, robot in zip(servers, robots)]
+    for process, name in named:
+        if process.poll() is not None:
+            raise StartFailed(
+                f"{name} (pid {process.pid}) exited with code {process.returncode} before "
+                "it reported, so nothing was replayed" + (
+                    ": its error is printed above" if live else
+                    "; `oxygen-ros demo` with the same options prints its error"))
 
 
 def _kill_when_served(ingest: subprocess.Popen, monitor, after_s: float,

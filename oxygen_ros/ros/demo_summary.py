@@ -15,6 +15,9 @@ SUMMARY_FROM_DIAGNOSTICS = (
     "refused", "times_shed")
 
 
+COUNTED = ("dialogue_requests", "timed_out_requests", "rejected_requests")
+
+
 def answered(monitor) -> bool:
     """Every dialogue request the robot's status counts has its answer here."""
     diag = monitor.diagnostics.get(monitor.status_name, {})
@@ -52,7 +55,9 @@ def demo_summary(monitor) -> dict:
         # finish_reason -> answers that ended so (eos: the model finished its answer)
         "dialogue_endings": dict(Counter(monitor.finish_reasons.values())),
         "memory_summaries": len(monitor.summaries),
-    } | {key: _diagnostic_value(diag.get(key)) for key in SUMMARY_FROM_DIAGNOSTICS}
+    } | {key: _diagnostic_value(diag.get(key)) for key in SUMMARY_FROM_DIAGNOSTICS} | (
+        # counted from the first one on: none yet where the status lacks them
+        {key: _diagnostic_value(diag.get(key, "0")) for key in COUNTED} if diag else {})
 
 
 def _number(value, digits: int = 2) -> str:
@@ -87,6 +92,15 @@ def summary_line(summary: dict) -> str:
                f"memory accuracy {_scored(summary, 'memory_accuracy', 'memory')}, "
                f"action error {_number(summary['action_error'], 3)}"
                if "answer_accuracy" in summary else ""))
+
+
+def missing_outputs(summaries: dict, commands: bool = True) -> list[str]:
+    """What a robot of the run did not get that the demo exists to show: action chunks,
+    and commands unless the nodes were told not to publish them (a dry run)."""
+    return [f"{name or 'the robot'} received no "
+            f"{'action chunks' if not s['action_chunks'] else 'commands'}"
+            for name, s in summaries.items()
+            if not s["action_chunks"] or (commands and not s["commands_received"])]
 
 
 def refusals(rows) -> tuple[int, int, int]:

@@ -1,10 +1,11 @@
 """The demo's summary says how each answer ended: answers cut short (a timeout, the robot's
-refusal) are counted by reason, not passed off as whole ones."""
+refusal) are counted by reason, not passed off as whole ones; it counts requests from a
+status that has seen none yet as 0; the demo fails naming what a robot did not get."""
 
 from collections import deque
 from types import SimpleNamespace
 
-from oxygen_ros.ros.demo_summary import demo_summary, fleet_line, summary_line
+from oxygen_ros.ros.demo_summary import demo_summary, fleet_line, missing_outputs, summary_line
 
 
 def watched(finish_reasons: dict) -> SimpleNamespace:
@@ -40,3 +41,24 @@ def test_the_fleet_line_tells_refused_at_start_up_from_shed_at_run_time():
     line = fleet_line({"r0": served, "r1": at_start, "r2": shed, "r3": back, "r4": killed})
     assert line.startswith("fleet: 5 robots (1 refused at start-up; 2 shed at run time, 1 of "
                            "them served again; r4's camera killed), commands"), line
+
+
+def test_a_status_before_any_request_counts_none_not_unknown():
+    quiet = watched({})
+    del quiet.diagnostics["oxygen_ros: inference"]["dialogue_requests"]
+    summary = demo_summary(quiet)
+    assert summary["dialogue_requests"] == summary["timed_out_requests"] == 0
+    assert "0/0 dialogue answers" in summary_line(summary)
+    unheard = watched({})
+    unheard.diagnostics = {}                 # no status at all: unknown, not 0
+    assert demo_summary(unheard)["dialogue_requests"] is None
+
+
+def test_the_demo_fails_naming_what_a_robot_did_not_get_but_a_dry_run_needs_no_commands():
+    served = demo_summary(watched({1: "eos"}))
+    silent = served | {"commands_received": 0}
+    assert missing_outputs({"": served}) == []
+    assert missing_outputs({"": silent}) == ["the robot received no commands"]
+    assert missing_outputs({"": silent}, commands=False) == []
+    assert missing_outputs({"a": served, "b": silent | {"action_chunks": 0}}, False) == \
+        ["b received no action chunks"]

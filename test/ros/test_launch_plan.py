@@ -151,7 +151,9 @@ def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
     from oxygen_ros.cli.demo import demo_configuration
     from oxygen_ros.demo.sampling import MEMORY_PERIOD_S
 
-    arguments, ros_args, scored_period = demo_configuration(build_parser().parse_args(["demo"]))
+    arguments, ros_args, scored_period, dry_run = demo_configuration(
+        build_parser().parse_args(["demo"]))
+    assert not dry_run
     assert arguments == {"preset": "demo", "dry_run": "false"}
     launched = launch_plan.inference_overrides(arguments)
     assert ros_args == ["oxygen-ros", "--ros-args", "--params-file",
@@ -162,9 +164,10 @@ def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
     assert parameters["memory_period_s"] == scored_period == MEMORY_PERIOD_S == 4.0
     assert parameters["checkpoint"] == "package://oxygen_ros/models/demo"
     # a user's -p changes what is scored along with what the node runs
-    _, ros_args, scored_period = demo_configuration(build_parser().parse_args(
-        ["demo", "-p", "inference:memory_period_s:=6.0"]))
+    _, ros_args, scored_period, dry_run = demo_configuration(build_parser().parse_args(
+        ["demo", "-p", "inference:memory_period_s:=6.0", "--dry-run"]))
     assert ros_args[-2:] == ["-p", "inference:memory_period_s:=6.0"] and scored_period == 6.0
+    assert dry_run
 
 
 def test_a_named_robot_has_every_topic_under_its_namespace_where_a_fleet_server_looks():

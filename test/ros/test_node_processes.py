@@ -87,6 +87,17 @@ def test_run_stops_the_other_node_and_fails_when_one_node_fails(processes):
     assert not os.path.exists(f"/proc/{ingest_pid}")
 
 
+@pytest.mark.parametrize("robots", ["1", "2"])
+def test_the_demo_ends_at_once_naming_a_node_that_exits_before_it_reports(processes, robots):
+    demo = processes.python("-m", "oxygen_ros.cli", "demo", "--robots", robots, "--duration",
+                            "2", "-p", "inference:checkpoint:=/no/such/checkpoint")
+    output = processes.finish(demo, timeout=120)      # not READY_S (300 s) later
+    assert demo.returncode == 1, output[-3000:]
+    assert "oxygen-ros demo: inference (pid" in output, output[-3000:]
+    assert "exited with code 1 before it reported, so nothing was replayed" in output
+    assert "summary:" not in output and "Traceback" not in output, output[-3000:]
+
+
 @pytest.mark.parametrize("args, reason", [
     (("-p", "temperature:=hot"), "temperature must be a number, not 'hot'"),
     (("-p", "control_rate_hz:=-5.0"), "control_rate_hz out of range"),
