@@ -121,8 +121,10 @@ def _name_error(error: Exception) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Describe a π0.5 checkpoint: format, dimensions, parameters, memory for weights + KV."""
+    import torch
+
     from oxygen_ros.model import checkpoint
-    from oxygen_ros.model.loading import checkpoint_normalization
+    from oxygen_ros.model.loading import checkpoint_normalization, checkpoint_tokenizer
     from oxygen_ros.model.precision import resolve_dtype
 
     try:
@@ -130,12 +132,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                                   args.vision_heads)
         checkpoint.match_tensors(info)
         normalization = checkpoint_normalization(info, args.asset_id, args.normalization).source
+        text = checkpoint_tokenizer(info.config, args.tokenizer)
     except ValueError as error:       # CheckpointError is a ValueError
         return usage_error("inspect", str(error))
     config = info.config
     dtype, why = resolve_dtype(args.dtype)
     element = {"float32": 4, "bfloat16": 2}[dtype]
-    weight_bytes = info.num_parameters * element
+    weight_bytes = checkpoint.loaded_bytes(info, getattr(torch, dtype))
     page_bytes = config.kv_bytes_per_token(element) * args.page_size
     kv_bytes = args.kv_pages * page_bytes
     action_tier = config.kv_bytes_per_token(element) * config.action_horizon
@@ -154,11 +157,17 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"actions     horizon {config.action_horizon} x {config.action_dim} dims, "
           f"{config.num_denoise_steps} denoise steps")
     print(f"statistics  {normalization}")
-    print(f"memory ({dtype}, {why}): weights {weight_bytes / 2**30:.2f} GiB + KV pool "
-          f"{args.kv_pages} pages x {args.page_size} tokens = {kv_bytes / 2**30:.2f} GiB "
+    print("tokenizer   " + (f"PaliGemma SentencePiece {args.tokenizer} ({text.vocab_size} "
+                            "pieces)" if args.tokenizer else "bytes (the checkpoint's own)"))
+    print(f"memory ({dtype}, {why}): weights {_size(weight_bytes)} + KV pool "
+          f"{args.kv_pages} pages x {args.page_size} tokens = {_size(kv_bytes)} "
           f"({page_bytes / 1024:.0f} KiB/page) + action tier {action_tier / 2**20:.2f} MiB = "
-          f"{(weight_bytes + kv_bytes + action_tier) / 2**30:.2f} GiB")
+          f"{_size(weight_bytes + kv_bytes + action_tier)}")
     return 0
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
 
 
 def add_commands(sub) -> None:
@@ -234,5 +243,9 @@ def add_commands(sub) -> None:
                          help="checkpoint (default, the node's normalization: ''): its "
                               "statistics must be there; identity (the node's normalization: "
                               "identity): none needed")
+    inspect.add_argument("--tokenizer", default="",
+                         help="PaliGemma SentencePiece .model file, as the node's tokenizer "
+                              "(a π0.5 checkpoint needs it; default: none, which only a "
+                              "checkpoint trained on bytes runs with)")
     add_dtype(inspect, "dtype to size weights and cache for")
     inspect.set_defaults(func=cmd_inspect)

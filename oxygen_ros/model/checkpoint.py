@@ -9,6 +9,7 @@ missing or unexpected keys are an error that lists them; every shape is checked.
 """
 
 import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -308,17 +309,15 @@ def load(path: str | Path, device: str | torch.device = "cpu",
         config = config.with_(prefix_attention=prefix_attention)
     with torch.device("meta"):
         model = Pi05Model(config)
-    keep = KEEP_FLOAT32[info.format] if dtype == torch.bfloat16 else ()
     source = match_tensors(info, model, strict)
     by_key = {checkpoint_key(name, info.prefix): name for name, _ in model.named_parameters()}
     stored = mapped_tensors(info.path)
     embedding, tied = info.prefix + EMBEDDING, info.prefix + TIED_HEAD
     state = {}
     for key, stored_key in source.items():
-        kept = any(selector in key[len(info.prefix):] for selector in keep)
-        target = torch.float32 if kept else dtype
         # a tensor stored as it will run stays a view of the file's pages (no copy)
-        state[by_key[key]] = stored[stored_key].to(device=device, dtype=target)
+        state[by_key[key]] = stored[stored_key].to(device=device,
+                                                   dtype=loaded_dtype(info, key, dtype))
     if embedding in stored and tied in stored:
         head = stored[tied].to(device=device, dtype=state[by_key[embedding]].dtype)
         if not torch.equal(head, state[by_key[embedding]]):
@@ -327,6 +326,21 @@ def load(path: str | Path, device: str | torch.device = "cpu",
     model.load_state_dict(state, assign=True)
     model.weights_version = f"checkpoint:{info.path.resolve()}:{info.path.stat().st_mtime_ns}"
     return model.eval(), info
+
+
+def loaded_dtype(info: Checkpoint, key: str, dtype: torch.dtype) -> torch.dtype:
+    """The dtype load() gives the parameter under `key`: float32 where the reference
+    implementation keeps it so in bfloat16, else dtype."""
+    keep = KEEP_FLOAT32[info.format] if dtype == torch.bfloat16 else ()
+    return torch.float32 if any(selector in key[len(info.prefix):] for selector in keep) \
+        else dtype
+
+
+def loaded_bytes(info: Checkpoint, dtype: torch.dtype) -> int:
+    """The bytes of the weights load() gives the model in dtype (the parts kept in float32
+    counted so), from the file's header alone."""
+    return sum(math.prod(info.shapes[stored]) * loaded_dtype(info, key, dtype).itemsize
+               for key, stored in match_tensors(info).items())
 
 
 def match_tensors(info: Checkpoint, model: Optional[Pi05Model] = None,

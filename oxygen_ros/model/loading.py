@@ -50,6 +50,20 @@ def checkpoint_normalization(info: checkpoints.Checkpoint, asset_id: str = "",
     return norms.load_openpi(info.path.parent, asset_id)
 
 
+def checkpoint_tokenizer(config, tokenizer: str = ""):
+    """The tokenizer a checkpoint's model runs with: its own bytes where it was trained on
+    them (train-demo's) and none is given, else the PaliGemma SentencePiece model at
+    `tokenizer`; ValueError where that is missing, unreadable or larger than the model's
+    vocabulary."""
+    if config.tokenizer == "bytes" and not tokenizer:
+        return ByteTokenizer()
+    text = PaliGemmaTokenizer(tokenizer)
+    if text.vocab_size > config.vocab_size:
+        raise ValueError(f"tokenizer {tokenizer} has {text.vocab_size} pieces, more than the "
+                         f"model's {config.vocab_size} embeddings")
+    return text
+
+
 def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
                device: str = "cpu", dtype: str = "float32", seed: int = 0,
                prefix_attention: Optional[str] = None, asset_id: str = "",
@@ -67,13 +81,7 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
         checkpoint = str(resolve(checkpoint))
         model, info = checkpoints.load(checkpoint, device, DTYPES[dtype], prefix_attention,
                                        heads=heads, vision_heads=vision_heads)
-        if model.config.tokenizer == "bytes" and not tokenizer:
-            text = ByteTokenizer()        # a checkpoint trained on bytes (train-demo's)
-        else:
-            text = PaliGemmaTokenizer(tokenizer)
-        if text.vocab_size > model.config.vocab_size:
-            raise ValueError(f"tokenizer {tokenizer} has {text.vocab_size} pieces, more than the "
-                             f"model's {model.config.vocab_size} embeddings")
+        text = checkpoint_tokenizer(model.config, tokenizer)
         directory = info.path.parent
         norm = checkpoint_normalization(info, asset_id, normalization)
         return LoadedModel(model, text, f"{info.format} checkpoint {directory} "

@@ -74,8 +74,9 @@ class PaliGemmaTokenizer:
         import sentencepiece
 
         if not path:
-            raise ValueError("this checkpoint needs the PaliGemma tokenizer: set `tokenizer` "
-                             "to its SentencePiece .model file")
+            raise ValueError("this checkpoint needs the PaliGemma tokenizer: give its "
+                             "SentencePiece .model file (the node's `tokenizer` parameter, "
+                             "inspect's --tokenizer)")
         try:
             self._sp = sentencepiece.SentencePieceProcessor(model_file=str(path))
         except (OSError, RuntimeError) as error:

@@ -172,6 +172,20 @@ def test_weights_load_as_bfloat16_by_parameter(tmp_path, reference):
                                reference.action_in_proj.weight.bfloat16().float())
 
 
+@pytest.mark.parametrize("layout", ["openpi", "lerobot"])
+def test_inspect_counts_the_weights_bytes_as_loading_gives_them(tmp_path, reference, layout):
+    directory = (write_openpi if layout == "openpi" else write_lerobot)(tmp_path / "ckpt",
+                                                                       reference)
+    info = checkpoint.inspect(directory)
+    for dtype in (torch.float32, torch.bfloat16):
+        model, _ = checkpoint.load(directory, dtype=dtype)
+        loaded = sum(p.numel() * p.element_size() for p in model.parameters())
+        assert checkpoint.loaded_bytes(info, dtype) == loaded, (layout, dtype)
+    # the parts kept in float32 make bfloat16 more than half of float32
+    assert checkpoint.loaded_bytes(info, torch.bfloat16) > \
+        checkpoint.loaded_bytes(info, torch.float32) / 2
+
+
 def test_a_missing_key_is_named(tmp_path, reference):
     directory = write_openpi(tmp_path / "ckpt", reference)
     tensors = real_keys(reference)
@@ -416,16 +430,25 @@ def test_inspect_command_prints_format_dims_parameters_and_memory(tmp_path, refe
     import sys
 
     directory = write_lerobot(tmp_path / "ckpt", reference)
-    result = subprocess.run([sys.executable, "-m", "oxygen_ros.cli", "inspect", str(directory),
-                             "--kv-pages", "1000", "--dtype", "float32"],
-                            capture_output=True, text=True, timeout=120)
+    command = [sys.executable, "-m", "oxygen_ros.cli", "inspect", str(directory),
+               "--kv-pages", "1000", "--dtype", "float32"]
+    # a π0.5 checkpoint runs with the PaliGemma tokenizer only, as the node refuses it
+    untokenized = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert untokenized.returncode == 2
+    assert "needs the PaliGemma tokenizer" in untokenized.stderr, untokenized.stderr
+    tokenizer = _tokenizer(tmp_path)
+    result = subprocess.run(command + ["--tokenizer", tokenizer], capture_output=True,
+                            text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+    assert f"tokenizer   PaliGemma SentencePiece {tokenizer} (" in result.stdout
     params = sum(p.numel() for p in reference.parameters())
     assert "(lerobot layout)" in result.stdout
     assert f"parameters  {params / 1e6:.1f} M, stored as" in result.stdout
     assert "vision      2 layers x 144 wide" in result.stdout and "horizon 5 x 32" in result.stdout
     kv = 1000 * 16 * reference.config.kv_bytes_per_token(4)
-    assert f"KV pool 1000 pages x 16 tokens = {kv / 2**30:.2f} GiB" in result.stdout
+    assert f"KV pool 1000 pages x 16 tokens = {kv / 2**20:.1f} MiB" in result.stdout
+    weights = sum(p.numel() * 4 for p in reference.parameters())
+    assert f"weights {weights / 2**20:.1f} MiB" in result.stdout
     assert "every tensor the model needs, in its shape" in result.stdout
     assert "statistics  lerobot" in result.stdout
     bad = subprocess.run([sys.executable, "-m", "oxygen_ros.cli", "inspect", str(tmp_path)],
@@ -449,8 +472,10 @@ def test_inspect_picks_statistics_as_the_node_does(tmp_path, reference):
 
     def inspect(*args):
         return subprocess.run([sys.executable, "-m", "oxygen_ros.cli", "inspect",
-                               str(directory), *args], capture_output=True, text=True,
-                              timeout=120)
+                               str(directory), "--tokenizer", tokenizer, *args],
+                              capture_output=True, text=True, timeout=120)
+
+    tokenizer = _tokenizer(tmp_path)
 
     directory = write_openpi(tmp_path / "ckpt", reference)
     shutil.copytree(directory / "assets" / "trossen", directory / "assets" / "aloha")
