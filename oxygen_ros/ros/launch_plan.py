@@ -39,6 +39,9 @@ MODEL_ARGUMENTS = {
     "use_sim_time": ("false", "use /clock (true when replaying bags with --clock)"),
 }
 INFERENCE_PLACES = ("local", "remote")
+# a section name this near a node's (difflib's ratio) is taken for a typo of it: 'inferense'
+# (0.89) is; 'camera' (0.63, a camera driver's) and 'inference_server' (0.72) are not
+TYPO = 0.8
 # parameters rclpy declares on every node
 ROS_OWN = ("use_sim_time", "start_type_description_service", "qos_overrides")
 # per node: the parameters that name a robot's topics (and its Ask action)
@@ -92,8 +95,8 @@ def parameter_value(node: str, name: str, value):
     return typed
 
 
-def _nearest(name: str, known) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+def _nearest(name: str, known, cutoff: float = 0.6) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=cutoff)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
@@ -122,10 +125,11 @@ def check_config(path: Path) -> None:
     for node, section in _node_sections(path, document):
         wildcard = node in ("*", "**")
         if not wildcard and node not in NODE_SPECS:
-            if _nearest(node, NODE_SPECS):
+            typo = _nearest(node, NODE_SPECS, cutoff=TYPO)
+            if typo:
                 raise ValueError(f"config file {path}: section {node!r} is no node of "
-                                 f"oxygen_ros{_nearest(node, NODE_SPECS)}")
-            continue      # another node's parameters, in a robot-wide file
+                                 f"oxygen_ros{typo}")
+            continue      # another node's parameters (a camera driver's), in a robot-wide file
         ours += 1
         for name, value in section.items():
             try:

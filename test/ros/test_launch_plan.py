@@ -124,7 +124,8 @@ def test_a_robot_wide_config_with_namespaces_wildcards_and_other_nodes_passes(tm
         "alpha:\n  inference:\n    ros__parameters:\n      preset: tiny\n"
         "      qos_overrides:\n        /oxygen/dialogue:\n          publisher:\n"
         "            depth: 20\n"
-        "robot_state_publisher:\n  ros__parameters:\n    publish_frequency: 20.0\n")
+        "robot_state_publisher:\n  ros__parameters:\n    publish_frequency: 20.0\n"
+        "camera:\n  ros__parameters:\n    fps: 30\n")        # a camera driver's
     assert launch_plan.config_file({"config_file": str(config)}, CONFIG) == config
 
 
