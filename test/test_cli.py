@@ -208,6 +208,8 @@ BAD_OPTIONS = [
     (["bench-model", "--decode-tokens", "0"], "--decode-tokens: must be at least 1, not 0"),
     (["bench-model", "--dtype", "float16"], "float16: choose from auto, float32, bfloat16"),
     (["bench-model", "--checkpoint", "/nonexistent"], "no such checkpoint file or directory"),
+    (["inspect", ""], "the checkpoint path is empty"),
+    (["inspect", "/dev/null"], "/dev/null: not a regular file or directory"),
     (["bench-switch", "--chunks", "1"], "--chunks: must be at least 2, not 1"),
     (["bench-switch", "--delays", "0.2", "1.5"], "--delays: must be below 1, not 1.5"),
     (["bench-switch", "--delays", "0.99"], "--delays 0.99: a delay of 50 steps leaves no "

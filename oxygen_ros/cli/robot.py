@@ -127,6 +127,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from oxygen_ros.model.loading import checkpoint_normalization, checkpoint_tokenizer
     from oxygen_ros.model.precision import resolve_dtype
 
+    if not args.checkpoint.strip():
+        return usage_error("inspect", "the checkpoint path is empty")
     try:
         info = checkpoint.inspect(args.checkpoint, tuple(args.heads or ()) or None,
                                   args.vision_heads)

@@ -96,7 +96,8 @@ def _weights_file(path: Path) -> Path:
                                   "code); convert it to safetensors")
         return path
     if not path.is_dir():
-        raise CheckpointError(f"{path}: no such checkpoint file or directory")
+        raise CheckpointError(f"{path}: not a regular file or directory" if path.exists()
+                              else f"{path}: no such checkpoint file or directory")
     weights = path / WEIGHTS
     if not weights.exists():
         pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
