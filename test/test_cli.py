@@ -337,17 +337,35 @@ def test_a_parameter_override_is_checked_before_anything_starts():
             assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
-def test_an_override_reaches_rcl_written_as_its_parameter_is_typed():
-    from oxygen_ros.cli.options import node_parameter
+def test_an_override_is_typed_as_rcl_types_it_and_written_into_one_yaml(tmp_path):
+    from oxygen_ros.cli.options import node_parameter, node_ros_args
+    from oxygen_ros.ros import rcl_yaml
 
-    # a whole number for a float as a decimal: rcl keeps a file's double over an int -p
-    assert node_parameter("inference:control_rate_hz:=60") == "inference:control_rate_hz:=60.0"
-    assert node_parameter("inference:joint_lower_limits:=[-1, 2]") == \
-        "inference:joint_lower_limits:=[-1.0, 2.0]"
-    assert node_parameter("inference:dry_run:=True") == "inference:dry_run:=true"
-    assert node_parameter("inference:checkpoint:=") == "inference:checkpoint:="
-    assert node_parameter("inference:default_instruction:=pick it up") == \
-        "inference:default_instruction:=pick it up"
+    assert node_parameter("inference:control_rate_hz:=60") == ("inference", "control_rate_hz",
+                                                               60.0)
+    assert node_parameter("camera_ingest:sync_slop_s:=1e-3")[2] == 0.001   # YAML 1.1: text
+    assert node_parameter("inference:dry_run:=Y")[2] is True
+    assert node_parameter("inference:joint_lower_limits:=[-1, 2]")[2] == [-1.0, 2.0]
+    assert node_parameter("inference:checkpoint:=''")[2] == ""
+    assert node_parameter("inference:default_instruction:=pick it up")[2] == "pick it up"
+    # rcl given a file's 60 and a -p's 70.5 keeps the int: one YAML holds the overrides
+    config = tmp_path / "params.yaml"
+    config.write_text("inference:\n  ros__parameters:\n    control_rate_hz: 60\n"
+                      "    default_instruction: 'Y'\n")
+    args = node_ros_args({"config_file": str(config), "preset": "tiny"},
+                         [node_parameter("inference:control_rate_hz:=70.5"),
+                          node_parameter("inference:preset:=small")])
+    assert args[:3] == ["oxygen-ros", "--ros-args", "--params-file"] and len(args) == 4
+    written = rcl_yaml.load(Path(args[3]).read_text())["inference"]["ros__parameters"]
+    assert written == {"control_rate_hz": 70.5, "default_instruction": "Y",
+                       "preset": "small"}        # a -p after the launch argument it repeats
+
+
+def test_an_override_rcl_would_refuse_is_refused_first():
+    for param, message in [("inference:checkpoint:=", "without a value"),
+                           ("inference:joint_names:=[a, 1]", "must be a string")]:
+        result = run_cli("run", "-p", param, timeout=60)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("verb, preset", [("run", None), ("run", "small"), ("run", "tiny"),

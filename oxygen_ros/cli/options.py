@@ -2,10 +2,11 @@
 the verbs that talk ROS."""
 
 import argparse
-import json
+import atexit
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from oxygen_ros.resources import share_path
@@ -109,29 +110,34 @@ def add_node_options(command: argparse.ArgumentParser, preset: str = "") -> None
     command.add_argument("-p", "--param", action="append", metavar="NODE:NAME:=VALUE",
                          type=node_parameter,
                          help="override a parameter of camera_ingest or inference, e.g. "
-                              "inference:tokens_per_frame:=8 (VALUE in YAML, as ros2 reads "
-                              "it; checked against docs/parameters.md before the start)")
+                              "inference:tokens_per_frame:=8 (VALUE typed as rcl types it: "
+                              "true, 8, 0.5, 1e-3, [1.0, 2.0], text; checked against "
+                              "docs/parameters.md before the start)")
 
 
-def node_parameter(text: str) -> str:
+def node_parameter(text: str) -> tuple[str, str, object]:
     """An argparse type: NODE:NAME:=VALUE, a parameter of one of the nodes and a value it
-    takes (launch_plan.parameter_value), given back written as rcl reads it: a whole number
-    for a float as a decimal (rcl keeps a file's double over a -p of another type)."""
+    takes (launch_plan.parameter_value): (node, name, the value as the node takes it)."""
     import yaml
 
-    from oxygen_ros.ros import launch_plan
+    from oxygen_ros.ros import launch_plan, rcl_yaml
 
     target, sep, value = text.partition(":=")
     node, colon, name = target.partition(":")
     if not (sep and colon and node and name):
         raise argparse.ArgumentTypeError(f"expected NODE:NAME:=VALUE, e.g. "
                                          f"inference:control_rate_hz:=60, not {text!r}")
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"{text}: a parameter without a value (rcl refuses "
+                                         "it; write '' for an empty string)")
     try:
-        typed = launch_plan.parameter_value(node, name, yaml.safe_load(value))
-    except (ValueError, yaml.YAMLError) as error:
+        typed = launch_plan.parameter_value(node, name, rcl_yaml.load(value))
+    except yaml.YAMLError as error:
+        raise argparse.ArgumentTypeError(f"{text}: {getattr(error, 'problem', error)}") \
+            from None
+    except ValueError as error:
         raise argparse.ArgumentTypeError(f"{text}: {error}") from None
-    written = value if isinstance(typed, str) else json.dumps(typed)
-    return f"{node}:{name}:={written}"
+    return node, name, typed
 
 
 def launch_arguments(args: argparse.Namespace, **defaults: str) -> dict[str, str]:
@@ -143,26 +149,32 @@ def launch_arguments(args: argparse.Namespace, **defaults: str) -> dict[str, str
 
 
 def node_ros_args(arguments: dict[str, str], params) -> list[str]:
-    """--ros-args for both nodes as the launch file gives them, then the -p overrides; a
-    ValueError names a config file that does not exist or a preset without one."""
+    """--ros-args for both nodes as the launch file gives them: the YAML, then the
+    overridable arguments (as -p, each of the type the checked YAML gives it), and with -p
+    options, the YAML written again with every override in its node's section
+    (launch_plan.with_overrides: a -p of another type than the file's value would not win);
+    a ValueError says what is wrong with the config file or preset."""
     from oxygen_ros.ros import launch_plan
 
     config = launch_plan.config_file(arguments, share_path("config"))
-    overrides = [f"inference:{name}:={str(value).lower() if isinstance(value, bool) else value}"
-                 for name, value in launch_plan.inference_overrides(arguments).items()]
-    return ros_args(str(config), overrides + list(params or []))
+    launched = launch_plan.inference_overrides(arguments)
+    if not params:
+        return ros_args(str(config), [
+            f"inference:{name}:={str(value).lower() if isinstance(value, bool) else value}"
+            for name, value in launched.items()])
+    overrides = {"inference": dict(launched)}
+    for node, name, value in params:
+        overrides.setdefault(node, {})[name] = value
+    handle, merged = tempfile.mkstemp(prefix="oxygen-ros-params-", suffix=".yaml")
+    with os.fdopen(handle, "w") as out:
+        out.write(launch_plan.with_overrides(config, overrides))
+    atexit.register(lambda: Path(merged).unlink(missing_ok=True))
+    return ros_args(merged, [])
 
 
 def param_overrides(params, node: str) -> dict:
-    """The -p NODE:NAME:=VALUE overrides of one node, typed as YAML reads them."""
-    import yaml
-
-    overrides = {}
-    for item in params or []:
-        target, sep, value = item.partition(":=")
-        if sep and target.startswith(node + ":"):
-            overrides[target[len(node) + 1:]] = yaml.safe_load(value)
-    return overrides
+    """The -p overrides of one node: name -> value."""
+    return {name: value for target, name, value in params or [] if target == node}
 
 
 def ros_args(config: str, overrides: list[str]) -> list[str]:

@@ -24,11 +24,9 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
-import yaml
-
 from oxygen_ros.demo import score
 from oxygen_ros.process_memory import peak_rss_bytes
-from oxygen_ros.ros import launch_plan
+from oxygen_ros.ros import launch_plan, rcl_yaml
 from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
 from oxygen_ros.ros.demo_summary import (answered, demo_summary, fleet_line,
                                          missing_outputs, summary_line)
@@ -141,7 +139,7 @@ def start_servers(ros_args: list, robots: list[str], directory: Path, separate: 
     servers = []
     for robot in robots:
         server_yaml = directory / f"inference_{robot}.yaml"
-        server_yaml.write_text(yaml.safe_dump({f"/inference_{robot}": {
+        server_yaml.write_text(rcl_yaml.dump({f"/inference_{robot}": {
             "ros__parameters": inference | {"robots": [robot]}}}))
         servers.append(subprocess.Popen(
             node_command("inference", "inference_node")
@@ -159,7 +157,7 @@ def start_ingests(ros_args: list, robots: list[str], directory: Path, output=Non
         values = launch_plan.node_section(config, "camera_ingest") | \
             launch_plan.topic_overrides({"namespace": robot}, config, "camera_ingest")
         robot_yaml = directory / f"{robot}_camera_ingest.yaml"
-        robot_yaml.write_text(yaml.safe_dump(
+        robot_yaml.write_text(rcl_yaml.dump(
             {f"/{robot}/camera_ingest": {"ros__parameters": values}}))
         ingests.append(subprocess.Popen(
             node_command("camera_ingest", "camera_ingest") + ros_args
@@ -174,12 +172,12 @@ def _config(ros_args: list) -> Path:
 
 
 def _overrides(ros_args: list) -> dict:
-    """The inference node's -p inference:NAME:=VALUE overrides, typed as YAML reads them."""
+    """The inference node's -p inference:NAME:=VALUE overrides, typed as rcl types them."""
     found = {}
     for flag, item in zip(ros_args, ros_args[1:]):
         target, sep, value = item.partition(":=")
         if flag == "-p" and sep and target.startswith("inference:"):
-            found[target.removeprefix("inference:")] = yaml.safe_load(value)
+            found[target.removeprefix("inference:")] = rcl_yaml.load(value)
     return found
 
 

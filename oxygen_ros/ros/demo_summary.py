@@ -15,6 +15,7 @@ SUMMARY_FROM_DIAGNOSTICS = (
     "refused", "times_shed")
 
 
+# counted from the first one on: none yet where a status lacks them
 COUNTED = ("dialogue_requests", "timed_out_requests", "rejected_requests")
 
 
@@ -55,9 +56,8 @@ def demo_summary(monitor) -> dict:
         # finish_reason -> answers that ended so (eos: the model finished its answer)
         "dialogue_endings": dict(Counter(monitor.finish_reasons.values())),
         "memory_summaries": len(monitor.summaries),
-    } | {key: _diagnostic_value(diag.get(key)) for key in SUMMARY_FROM_DIAGNOSTICS} | (
-        # counted from the first one on: none yet where the status lacks them
-        {key: _diagnostic_value(diag.get(key, "0")) for key in COUNTED} if diag else {})
+    } | {key: _diagnostic_value(diag.get(key, "0" if diag and key in COUNTED else None))
+         for key in SUMMARY_FROM_DIAGNOSTICS}
 
 
 def _number(value, digits: int = 2) -> str:

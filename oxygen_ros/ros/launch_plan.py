@@ -13,12 +13,14 @@ server). A parameters YAML keys its sections by node name, which a namespaced no
 not match, so namespaced nodes take their section's values directly."""
 
 import difflib
+import sys
 from pathlib import Path
 from typing import Mapping
 
 import yaml
 
 from oxygen_ros.engine.robot import robot_names
+from oxygen_ros.ros import rcl_yaml
 from oxygen_ros.ros.node_parameters import NODE_SPECS
 from oxygen_ros.ros.robot_topics import robot_topic
 
@@ -39,10 +41,11 @@ MODEL_ARGUMENTS = {
     "use_sim_time": ("false", "use /clock (true when replaying bags with --clock)"),
 }
 INFERENCE_PLACES = ("local", "remote")
-# a section name this near a node's (difflib's ratio) is taken for a typo of it: 'inferense'
+# a section name this near a node's (difflib's ratio) is warned of as a typo: 'inferense'
 # (0.89) is; 'camera' (0.63, a camera driver's) and 'inference_server' (0.72) are not
 TYPO = 0.8
-# parameters rclpy declares on every node
+# parameters rclpy declares on every node, and its QoS overrides (their parameters exist
+# only where a node opts in: these nodes do not, so such values change nothing)
 ROS_OWN = ("use_sim_time", "start_type_description_service", "qos_overrides")
 # per node: the parameters that name a robot's topics (and its Ask action)
 ROBOT_TOPICS = {
@@ -59,7 +62,7 @@ TOPIC_ARGUMENTS = {"joint_states_topic": ("camera_ingest", "joint_state_topic"),
 
 
 def config_file(arguments: Mapping[str, str], config_dir: Path) -> Path:
-    """The parameters YAML: config_file if given (checked: check_config), else the preset's
+    """The parameters YAML: config_file if given (checked: read_config), else the preset's
     own, else the default."""
     given = arguments.get("config_file", "")
     if given:
@@ -67,7 +70,7 @@ def config_file(arguments: Mapping[str, str], config_dir: Path) -> Path:
             raise ValueError(f"config file {given} is a directory, not a parameters YAML")
         if not Path(given).is_file():
             raise ValueError(f"config file {given} does not exist")
-        check_config(Path(given))
+        read_config(Path(given))
         return Path(given)
     preset = arguments.get("preset", "")
     if preset and preset not in PRESET_CONFIGS:
@@ -84,15 +87,23 @@ def parameter_value(node: str, name: str, value):
         raise ValueError(f"{node!r} is no node of oxygen_ros (camera_ingest or inference)"
                          f"{_nearest(node, NODE_SPECS)}")
     node_specs = NODE_SPECS[node]()
-    if name in ROS_OWN:
+    if _ros_own(name):
         return value
     if name not in node_specs:
         raise ValueError(f"{node} has no parameter {name!r}{_nearest(name, node_specs)} "
                          "(docs/parameters.md lists them)")
     spec = node_specs[name]
-    typed = spec.typed(name, "" if value is None and spec.type is str else value)
+    if value == [] and spec.default != ():
+        raise ValueError(f"{name}: rcl cannot type an empty list and gives the node none, so "
+                         "it would run on the default; leave it out for that")
+    typed = spec.typed(name, value)
     spec.check(name, typed)
     return typed
+
+
+def _ros_own(name: str) -> bool:
+    """A parameter of rclpy's own on every node (or its QoS overrides, nested or dotted)."""
+    return name in ROS_OWN or name.startswith("qos_overrides.")
 
 
 def _nearest(name: str, known, cutoff: float = 0.6) -> str:
@@ -100,15 +111,17 @@ def _nearest(name: str, known, cutoff: float = 0.6) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def check_config(path: Path) -> None:
-    """ValueError saying what in the parameters YAML at `path` rcl would refuse or the nodes
-    would not take: not YAML; not `<node>: ros__parameters: {...}` sections (namespaces may
-    nest them); no section for camera_ingest or inference (nor a `/**` one); a section
-    whose name is near one of theirs (a typo, else another node's: it passes); a parameter
-    their section names that the node does not have; a value of the wrong type or out of
-    range (parameter_value); a list mixing whole numbers and decimals, which rcl refuses."""
+def read_config(path: Path) -> dict:
+    """The parameters YAML at `path` as rcl types its values (rcl_yaml), or ValueError
+    saying what rcl would refuse in it, or what the nodes would not take: not YAML; not
+    `<node>: ros__parameters: {...}` sections (namespaces may nest them); a list mixing
+    types (rcl cannot read it; in any section); no section for camera_ingest or inference
+    (nor a `/**` one); in theirs, a parameter the node does not have or a bad value
+    (parameter_value). Other nodes' sections pass, and so do parameters of other nodes
+    in `/**`; a section or `/**` parameter named near one of ours (a typo?) is a warning,
+    printed on stderr."""
     try:
-        document = yaml.safe_load(path.read_text())
+        document = rcl_yaml.load(path.read_text())
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -124,29 +137,38 @@ def check_config(path: Path) -> None:
     ours = 0
     for node, section in _node_sections(path, document):
         wildcard = node in ("*", "**")
+        for name, value in section.items():
+            if isinstance(value, list) and len({type(v) for v in value}) > 1:
+                raise ValueError(f"config file {path}: {node}: {name}: {value} mixes types, "
+                                 "which rcl cannot read (write 1.0, not 1, beside 1.5)")
         if not wildcard and node not in NODE_SPECS:
             typo = _nearest(node, NODE_SPECS, cutoff=TYPO)
             if typo:
-                raise ValueError(f"config file {path}: section {node!r} is no node of "
-                                 f"oxygen_ros{typo}")
+                _warn(f"config file {path}: section {node!r} reaches no node oxygen_ros "
+                      f"starts{typo}")
             continue      # another node's parameters (a camera driver's), in a robot-wide file
         ours += 1
         for name, value in section.items():
+            nodes = [n for n in NODE_SPECS if name in NODE_SPECS[n]()] if wildcard else [node]
+            if wildcard and not nodes and not _ros_own(name):
+                everything = {n for specs in NODE_SPECS.values() for n in specs()}
+                typo = _nearest(name, everything, cutoff=TYPO)
+                if typo:
+                    _warn(f"config file {path}: {node}: {name!r} is no parameter of "
+                          f"camera_ingest or inference{typo}")
             try:
-                if isinstance(value, list) and {type(v) for v in value} == {int, float}:
-                    raise ValueError(f"{name}: {value} mixes whole numbers and decimals, "
-                                     "which rcl cannot read: write each with a decimal point")
-                if wildcard:     # a parameter of either node
-                    nodes = [n for n in NODE_SPECS if name in NODE_SPECS[n]()] or ["inference"]
-                    for each in nodes:
-                        parameter_value(each, name, value)
-                else:
-                    parameter_value(node, name, value)
+                for each in nodes:
+                    parameter_value(each, name, value)
             except ValueError as error:
                 raise ValueError(f"config file {path}: {error}") from None
     if not ours:
         raise ValueError(f"config file {path} sets no parameter of camera_ingest or inference "
                          "(no 'camera_ingest:' or 'inference:' section)")
+    return document
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def _node_sections(path: Path, document: dict, within: str = ""):
@@ -166,6 +188,18 @@ def _node_sections(path: Path, document: dict, within: str = ""):
             yield name.rsplit("/", 1)[-1], parameters
         else:
             yield from _node_sections(path, value, name)
+
+
+def with_overrides(config: Path, overrides: Mapping[str, Mapping]) -> str:
+    """The YAML of the config file with `overrides` (node -> {name: value}) set in each
+    node's own section: one file, since rcl given a parameter twice with two types (a file's
+    60, a -p's 70.5) keeps the first of bool, int, double, string, not the later value."""
+    document = rcl_yaml.load(config.read_text()) or {}
+    for node, values in overrides.items():
+        key = next((k for k in (node, f"/{node}") if k in document), node)
+        section = document.setdefault(key, {}).setdefault("ros__parameters", {})
+        section.update(values)
+    return f"# {config} with overrides, written by oxygen-ros\n" + rcl_yaml.dump(document)
 
 
 def inference_overrides(arguments: Mapping[str, str]) -> dict:
@@ -195,14 +229,14 @@ def on_node_exit(arguments: Mapping[str, str]) -> str:
 def inference_parameters(arguments: Mapping[str, str], config_dir: Path) -> dict:
     """What the inference node is given: its YAML's parameters, then the overrides (the
     code's defaults fill in the rest)."""
-    document = yaml.safe_load(config_file(arguments, config_dir).read_text()) or {}
+    document = rcl_yaml.load(config_file(arguments, config_dir).read_text()) or {}
     section = (document.get("inference") or {}).get("ros__parameters") or {}
     return dict(section) | inference_overrides(arguments)
 
 
 def node_section(config: Path, node: str) -> dict:
     """The parameters a YAML gives one node (its `<node>: ros__parameters:` section)."""
-    document = yaml.safe_load(Path(config).read_text()) or {}
+    document = rcl_yaml.load(Path(config).read_text()) or {}
     return dict((document.get(node) or {}).get("ros__parameters") or {})
 
 

@@ -98,11 +98,15 @@ def render(config_dir: Path = CONFIG_DIR) -> str:
         "control_rate_hz 60`); at start a value of another type is refused naming the "
         "parameter and the type it needs. Before anything starts, `oxygen-ros run`, "
         "`oxygen-ros demo` and the launch files check a given config file (`--config`, "
-        "`config_file:=`) and each `-p NODE:NAME:=VALUE`: YAML syntax, `<node>: "
-        "ros__parameters:` sections (namespaces may nest them; `/**` reaches both nodes), "
-        "parameter names (a misspelt node or parameter names the nearest one), types and "
-        "ranges, and lists mixing `1` and `1.5` (rcl cannot read them); sections of other "
-        "nodes pass.",
+        "`config_file:=`) and each `-p NODE:NAME:=VALUE`, with values typed as rcl types "
+        "them (`1e-3` a number, `Y` true, `'60'` a string): YAML syntax, `<node>: "
+        "ros__parameters:` sections (namespaces may nest them), in the nodes' own sections "
+        "every parameter name (a misspelt one names the nearest), type and range, and in "
+        "every section the lists rcl cannot read (`[1, 1.5]`, a key without a value). "
+        "Other nodes' sections, and other nodes' parameters under `/**`, pass; a section or "
+        "`/**` parameter named near one of ours is warned of. With `-p`, the nodes get one "
+        "YAML with the overrides written in: rcl given a parameter by a file and by `-p` "
+        "with two types keeps the first of bool, int, double, string, not the later value.",
         "",
         "## camera_ingest",
         "",

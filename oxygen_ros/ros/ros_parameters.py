@@ -54,8 +54,9 @@ def declare(node, specs: dict[str, Spec], note: str = "", read_only: bool = Fals
 def _given(node, name: str, spec: Spec):
     """The value the node's overrides give the parameter, as its type (Spec.typed), or its
     default. The override is read through a parameter declared without a type, then
-    undeclared: a typed declaration would refuse a whole number for a float, and take
-    the type of the override where no default fixes it."""
+    undeclared (/parameter_events shows it declared twice): a typed declaration would
+    refuse a whole number for a float, and take the type of the override where no default
+    fixes it."""
     given = node.declare_parameter(name, None, ParameterDescriptor(dynamic_typing=True)).value
     node.undeclare_parameter(name)
     value = spec.default if given is None else spec.typed(name, list(given)

@@ -79,9 +79,11 @@ def run_nodes(factories: Sequence[Callable[[], object]], args=None,
     try:
         rclpy.init(args=args if args is not None else sys.argv,
                    signal_handler_options=SignalHandlerOptions.NO)
-    except _rclpy.RCLError as error:   # arguments rcl cannot read, e.g. a broken params file
-        print(f"{', '.join(getattr(f, '__name__', 'node') for f in factories)}: {error}",
-              file=sys.stderr)
+    except (_rclpy.RCLError, _rclpy.UnknownROSArgsError) as error:   # arguments rcl cannot
+        # read: a broken params file, a misspelt --ros-args flag
+        unknown = isinstance(error, _rclpy.UnknownROSArgsError)
+        print(f"{', '.join(getattr(f, '__name__', 'node') for f in factories)}: "
+              f"{'unknown ROS arguments ' if unknown else ''}{error}", file=sys.stderr)
         return 1
     stop = install_stop_signals()
     nodes = []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from oxygen_ros.ros import launch_plan
+from oxygen_ros.ros import launch_plan, rcl_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config"
@@ -89,8 +89,6 @@ BAD_CONFIGS = [  # (YAML text, what the one-line refusal says)
     ("- inference\n", "must map node names to their parameters"),
     ("inference:\n  preset: tiny\n", "section 'inference' needs 'ros__parameters:'"),
     ("inference:\n  ros__parameters: [1]\n", "inference's ros__parameters must map"),
-    ("inferense:\n  ros__parameters:\n    preset: tiny\n",
-     "section 'inferense' is no node of oxygen_ros; did you mean 'inference'?"),
     ("inference:\n  ros__parameters:\n    frame_perod_s: 0.1\n",
      "inference has no parameter 'frame_perod_s'; did you mean 'frame_period_s'?"),
     ("camera_ingest:\n  ros__parameters:\n    preset: tiny\n",
@@ -100,10 +98,14 @@ BAD_CONFIGS = [  # (YAML text, what the one-line refusal says)
     ("inference:\n  ros__parameters:\n    control_rate_hz: 2000\n",
      "control_rate_hz must be in [1.0, 1000.0], not 2000.0"),
     ("inference:\n  ros__parameters:\n    joint_lower_limits: [-1, 1.5]\n",
-     "mixes whole numbers and decimals, which rcl cannot read"),
+     "[-1, 1.5] mixes types, which rcl cannot read"),
     ("robot_state_publisher:\n  ros__parameters:\n    publish_frequency: 20.0\n",
      "sets no parameter of camera_ingest or inference"),
-    ("/**:\n  ros__parameters:\n    tokens_per_frmae: 8\n", "no parameter 'tokens_per_frmae'"),
+    ("/**:\n  ros__parameters:\n    control_rate_hz: fast\n", "control_rate_hz must be a"),
+    ("robot_state_publisher:\n  ros__parameters:\n    offsets: [0, 0.5]\n"
+     "inference:\n  ros__parameters:\n    preset: tiny\n", "offsets: [0, 0.5] mixes types"),
+    ("inference:\n  ros__parameters:\n    camera_names: []\n", "rcl cannot type an empty"),
+    ("inference:\n  ros__parameters:\n    checkpoint:\n", "a key without a value"),
 ]
 
 
@@ -117,25 +119,42 @@ def test_a_config_file_rcl_or_the_nodes_would_not_take_stops_the_launch_saying_w
     assert reason in str(refused.value)
 
 
-def test_a_robot_wide_config_with_namespaces_wildcards_and_other_nodes_passes(tmp_path):
+def test_a_robot_wide_config_with_namespaces_wildcards_and_other_nodes_passes(tmp_path,
+                                                                             capsys):
     config = tmp_path / "robot.yaml"
     config.write_text(
         "/**:\n  ros__parameters:\n    use_sim_time: true\n    control_rate_hz: 60\n"
+        "    robot_description_frame: base_link\n    sync_slop_s: 1e-3\n"
+        "inference:\n  ros__parameters:\n    dry_run: Y\n"
+        "    qos_overrides./oxygen/dialogue.publisher.depth: 20\n"
         "alpha:\n  inference:\n    ros__parameters:\n      preset: tiny\n"
         "      qos_overrides:\n        /oxygen/dialogue:\n          publisher:\n"
         "            depth: 20\n"
         "robot_state_publisher:\n  ros__parameters:\n    publish_frequency: 20.0\n"
         "camera:\n  ros__parameters:\n    fps: 30\n")        # a camera driver's
     assert launch_plan.config_file({"config_file": str(config)}, CONFIG) == config
+    assert capsys.readouterr().err == ""
+
+
+def test_a_section_or_wildcard_parameter_near_one_of_ours_is_warned_of(tmp_path, capsys):
+    config = tmp_path / "robot.yaml"
+    config.write_text("inferense:\n  ros__parameters:\n    preset: tiny\n"
+                      "/**:\n  ros__parameters:\n    tokens_per_frmae: 8\n")
+    launch_plan.config_file({"config_file": str(config)}, CONFIG)
+    warned = capsys.readouterr().err
+    assert "section 'inferense' reaches no node oxygen_ros starts; did you mean 'inference'?" \
+        in warned
+    assert "'tokens_per_frmae' is no parameter of camera_ingest or inference; did you mean " \
+        "'tokens_per_frame'?" in warned
 
 
 def test_every_shipped_config_passes_the_check():
     for name in set(launch_plan.PRESET_CONFIGS.values()):
-        launch_plan.check_config(CONFIG / name)
+        launch_plan.read_config(CONFIG / name)
 
 
 @pytest.mark.parametrize("node, name, given, taken", [
-    ("inference", "control_rate_hz", 60, 60.0), ("inference", "checkpoint", None, ""),
+    ("inference", "control_rate_hz", 60, 60.0), ("inference", "checkpoint", "", ""),
     ("camera_ingest", "image_size", 84, 84), ("inference", "use_sim_time", True, True)])
 def test_a_parameter_value_is_taken_as_its_node_takes_it(node, name, given, taken):
     value = launch_plan.parameter_value(node, name, given)
@@ -166,9 +185,10 @@ def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
     assert parameters["checkpoint"] == "package://oxygen_ros/models/demo"
     # a user's -p changes what is scored along with what the node runs
     _, ros_args, scored_period, dry_run = demo_configuration(build_parser().parse_args(
-        ["demo", "-p", "inference:memory_period_s:=6.0", "--dry-run"]))
-    assert ros_args[-2:] == ["-p", "inference:memory_period_s:=6.0"] and scored_period == 6.0
-    assert dry_run
+        ["demo", "-p", "inference:memory_period_s:=6", "--dry-run"]))
+    written = rcl_yaml.load(Path(ros_args[3]).read_text())["inference"]["ros__parameters"]
+    assert written["memory_period_s"] == scored_period == 6.0 and written["preset"] == "demo"
+    assert written["dry_run"] is dry_run is True
 
 
 def test_a_named_robot_has_every_topic_under_its_namespace_where_a_fleet_server_looks():

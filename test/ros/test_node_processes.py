@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from rclpy.node import Node
@@ -15,6 +16,7 @@ from graph_helpers import executable
 from oxygen_ros.ros.node_processes import stop_children
 
 NODES = {"camera_ingest", "inference"}
+REPO = Path(__file__).resolve().parents[2]
 
 
 def wait_for_line(child, text: str, timeout_s: float) -> str:
@@ -98,10 +100,25 @@ def test_the_demo_ends_at_once_naming_a_node_that_exits_before_it_reports(proces
     assert "summary:" not in output and "Traceback" not in output, output[-3000:]
 
 
+def test_a_parameter_given_with_another_type_than_the_files_still_wins(processes, tmp_path):
+    """rcl given a file's 60 and a -p's 75.0 keeps the int; run writes one YAML instead."""
+    config = tmp_path / "params.yaml"
+    config.write_text((REPO / "config" / "humanoid_tiny.yaml").read_text().replace(
+        "    preset: tiny\n", "    preset: tiny\n    control_rate_hz: 60\n"))
+    run = processes.python("-m", "oxygen_ros.cli", "run", "--config", str(config),
+                           "-p", "inference:control_rate_hz:=75.0")
+    line = wait_for_line(run, "active: commands at", 120.0)
+    assert "active: commands at 75 Hz" in line, line
+    run.send_signal(signal.SIGTERM)
+    output = processes.finish(run, timeout=60)
+    assert run.returncode == 0, output[-3000:]
+
+
 @pytest.mark.parametrize("args, reason", [
     (("-p", "temperature:=hot"), "temperature must be a number, not 'hot'"),
     (("-p", "control_rate_hz:=-5.0"), "control_rate_hz out of range"),
-    (("--params-file", "MIXED"), "Couldn't parse params file")])
+    (("--params-file", "MIXED"), "Couldn't parse params file"),
+    (("--param-file", "MIXED"), "unknown ROS arguments ['--param-file'")])
 def test_a_node_started_alone_refuses_what_it_cannot_take_in_one_line(processes, tmp_path,
                                                                      args, reason):
     """As `ros2 run` starts it, with nothing of the CLI's checks in front."""
