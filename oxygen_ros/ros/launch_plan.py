@@ -197,8 +197,8 @@ def with_overrides(config: Path, overrides: Mapping[str, Mapping]) -> str:
     document = rcl_yaml.load(config.read_text()) or {}
     for node, values in overrides.items():
         key = next((k for k in (node, f"/{node}") if k in document), node)
-        section = document.setdefault(key, {}).setdefault("ros__parameters", {})
-        section.update(values)
+        section = document.setdefault(key, {})
+        section["ros__parameters"] = (section.get("ros__parameters") or {}) | dict(values)
     return f"# {config} with overrides, written by oxygen-ros\n" + rcl_yaml.dump(document)
 
 
