@@ -270,19 +270,20 @@ def read_config(shapes: dict, raw: dict, prefix: str, heads: Optional[tuple] = N
 def inspect(path: str | Path, heads: Optional[tuple] = None, vision_heads: int = 0) -> Checkpoint:
     """Format, dimensions and contents of a checkpoint, without loading its weights."""
     weights = _weights_file(Path(path))
-    config_file = weights.parent / "config.json"
-    raw = {}
-    if config_file.exists():
-        try:
-            raw = json.loads(config_file.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise CheckpointError(f"{config_file}: invalid JSON ({error})") from None
-        if not isinstance(raw, dict):
-            raise CheckpointError(f"{config_file}: expected a JSON object of settings, "
-                                  f"found a {type(raw).__name__}")
     with _open(weights) as handle:
         shapes = _shapes(handle)
         stored_dtypes = {key: handle.get_slice(key).get_dtype() for key in handle.keys()}
+    config_file = weights.parent / "config.json"
+    if not config_file.exists():
+        raise CheckpointError(f"{weights.parent}: no config.json beside {weights.name} "
+                              "(openpi and lerobot write one: it names the model's variants)")
+    try:
+        raw = json.loads(config_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{config_file}: invalid JSON ({error})") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{config_file}: expected a JSON object of settings, "
+                              f"found a {type(raw).__name__}")
     fmt, prefix = _detect(shapes, raw)
     config = read_config(shapes, raw, prefix, heads, vision_heads)
     params = sum(_numel(s) for k, s in shapes.items()
