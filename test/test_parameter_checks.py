@@ -3,6 +3,7 @@ set refuses) — every bad value a hostile `ros2 param set` tried, each with its
 
 import math
 import re
+from array import array
 
 import pytest
 
@@ -104,6 +105,7 @@ def test_every_number_parameter_has_a_range():
 @pytest.mark.parametrize("name, given, typed", [
     ("control_rate_hz", 60, 60.0), ("control_rate_hz", 60.5, 60.5),
     ("joint_lower_limits", [-3, 2.5], [-3.0, 2.5]), ("joint_lower_limits", (1,), [1.0]),
+    ("joint_lower_limits", array("q", [2]), [2.0]),     # rclpy's integer array
     ("dialogue_max_tokens", 12, 12), ("dry_run", False, False),
     ("joint_names", ["a", "b"], ["a", "b"]), ("robots", [], [])])
 def test_a_value_is_taken_as_its_parameters_type_as_the_user_means_it(name, given, typed):

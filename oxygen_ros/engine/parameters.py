@@ -3,6 +3,7 @@
 import dataclasses
 import math
 import re
+from array import array
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -34,15 +35,15 @@ class Spec:
 
     def typed(self, name: str, value):
         """value as this parameter's type, as a user means it: a whole number where a float
-        is wanted is that float (a list's items too; a tuple comes back a list). A value of
-        another type is a ValueError naming the parameter. None passes where it is the
-        default."""
+        is wanted is that float (a list's items too; a tuple or array comes back a list). A
+        value of another type is a ValueError naming the parameter. None passes where it is
+        the default."""
         if value is None and self.default is None:
             return None
         element = self.element_type
         if element is None:
             return _typed(name, self.type, value)
-        if not isinstance(value, (list, tuple)):
+        if not isinstance(value, (list, tuple, array)):   # rclpy gives number lists as arrays
             raise ValueError(f"{name} must be a list of {KIND_NAMES[element][1]}, "
                              f"not {value!r}")
         return [_typed(name, element, item, f" (each of {name})") for item in value]

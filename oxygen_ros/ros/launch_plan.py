@@ -134,6 +134,8 @@ def read_config(path: Path) -> dict:
     if not isinstance(document, dict):
         raise ValueError(f"config file {path} must map node names to their parameters "
                          f"('inference: ros__parameters: ...'), not {type(document).__name__}")
+    node_specs = {node: specs() for node, specs in NODE_SPECS.items()}
+    everything = set().union(*node_specs.values())
     ours = 0
     for node, section in _node_sections(path, document):
         wildcard = node in ("*", "**")
@@ -149,9 +151,8 @@ def read_config(path: Path) -> dict:
             continue      # another node's parameters (a camera driver's), in a robot-wide file
         ours += 1
         for name, value in section.items():
-            nodes = [n for n in NODE_SPECS if name in NODE_SPECS[n]()] if wildcard else [node]
+            nodes = [n for n in node_specs if name in node_specs[n]] if wildcard else [node]
             if wildcard and not nodes and not _ros_own(name):
-                everything = {n for specs in NODE_SPECS.values() for n in specs()}
                 typo = _nearest(name, everything, cutoff=TYPO)
                 if typo:
                     _warn(f"config file {path}: {node}: {name!r} is no parameter of "

@@ -7,7 +7,6 @@ as its writer means it; rclpy alone refuses its type. At start a value of anothe
 is refused naming the parameter and the type it needs (at set time, rclpy's type check
 refuses it)."""
 
-from array import array
 from typing import Callable, Optional
 
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
@@ -59,8 +58,7 @@ def _given(node, name: str, spec: Spec):
     fixes it."""
     given = node.declare_parameter(name, None, ParameterDescriptor(dynamic_typing=True)).value
     node.undeclare_parameter(name)
-    value = spec.default if given is None else spec.typed(name, list(given)
-                                                          if isinstance(given, array) else given)
+    value = spec.default if given is None else spec.typed(name, given)
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -69,9 +67,8 @@ def _as_float(spec: Optional[Spec], parameter: Parameter) -> Parameter:
     any other parameter as it is (a wrong type for rclpy's type check to refuse)."""
     if spec is None or float not in (spec.type, spec.element_type):
         return parameter
-    value = parameter.value
     try:
-        value = spec.typed(parameter.name, list(value) if isinstance(value, array) else value)
+        value = spec.typed(parameter.name, parameter.value)
     except ValueError:
         return parameter
     return Parameter(parameter.name, value=value)
