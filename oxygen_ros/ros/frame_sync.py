@@ -1,5 +1,6 @@
 """Pairs camera frames and joint states by timestamp into synchronized sets (no ROS imports)."""
 
+import bisect
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
@@ -22,6 +23,10 @@ class SyncedSet:
     state_stamp_ns: int
 
 
+def _stamp(item: tuple) -> int:
+    return item[0]
+
+
 class FrameSynchronizer:
     """Approximate-time pairing driven by the first (primary) camera.
 
@@ -30,18 +35,24 @@ class FrameSynchronizer:
     still arrive (its newest item is older than the window) the set waits, at most
     `max_delay_ns` behind the newest primary frame; then a camera is left out (the model
     masks it) and a frame without a joint state is given up.
+
+    Joint states are kept for `state_horizon_ns` behind the newest one, whatever their rate,
+    so a frame that took long to arrive and decode still finds the states of its instant,
+    also from a 1 kHz arm; `state_buffer_size` only bounds memory.
     """
 
     def __init__(self, camera_names: List[str], slop_ns: int, max_delay_ns: int,
-                 buffer_size: int = 8, state_buffer_size: int = 64):
+                 buffer_size: int = 8, state_horizon_ns: int = 1_000_000_000,
+                 state_buffer_size: int = 10_000):
         if not camera_names:
             raise ValueError("at least one camera is required")
         self.camera_names = list(camera_names)
         self.slop_ns = slop_ns
         self.max_delay_ns = max_delay_ns
         self._frames = {name: deque() for name in camera_names}
-        self._states: deque = deque()
+        self._states: List[tuple] = []          # (stamp, state), in stamp order
         self._buffer_size = buffer_size
+        self._state_horizon_ns = state_horizon_ns
         self._state_buffer_size = state_buffer_size
         self._last_published_ns = float("-inf")
         self.stats = SyncStats()
@@ -57,9 +68,10 @@ class FrameSynchronizer:
         buffer.append((stamp_ns, frame))
 
     def add_state(self, stamp_ns: int, state: Any) -> None:
-        if len(self._states) == self._state_buffer_size:
-            self._states.popleft()
-        self._states.append((stamp_ns, state))
+        states = self._states
+        bisect.insort(states, (stamp_ns, state), key=_stamp)
+        horizon = bisect.bisect_left(states, states[-1][0] - self._state_horizon_ns, key=_stamp)
+        del states[:max(horizon, len(states) - self._state_buffer_size)]
 
     def pop(self) -> Optional[SyncedSet]:
         """The oldest complete set, or None while partners may still arrive."""
@@ -67,7 +79,7 @@ class FrameSynchronizer:
         while primary:
             stamp, frame = primary[0]
             timed_out = primary[-1][0] - stamp > self.max_delay_ns
-            state = self._match(self._states, stamp)
+            state = self._match_state(stamp)
             if state == "wait" and not timed_out:
                 return None
             if not isinstance(state, tuple):
@@ -88,15 +100,22 @@ class FrameSynchronizer:
             return SyncedSet(stamp, frames, state[1], state[0])
         return None
 
-    def _match(self, buffer: deque, stamp: int):
-        """(stamp, item) closest to `stamp` within slop; "wait" if one may still come;
-        else "miss"."""
-        best = min(buffer, key=lambda item: abs(item[0] - stamp), default=None)
+    def _match(self, buffer, stamp: int, candidates=None):
+        """(stamp, item) of `buffer` closest to `stamp` within slop, sought among `candidates`
+        (by default all of it); "wait" if one may still come; else "miss"."""
+        best = min(buffer if candidates is None else candidates,
+                   key=lambda item: abs(item[0] - stamp), default=None)
         if best is not None and abs(best[0] - stamp) <= self.slop_ns:
             return best
         if not buffer or buffer[-1][0] < stamp - self.slop_ns:
             return "wait"
         return "miss"
+
+    def _match_state(self, stamp: int):
+        """As _match, over the stamp-ordered joint states (thousands at 1 kHz): a bisection
+        finds the two around `stamp`."""
+        at = bisect.bisect_left(self._states, stamp, key=_stamp)
+        return self._match(self._states, stamp, self._states[max(at - 1, 0):at + 1])
 
     def _consume(self, stamp: int) -> None:
         """Forget every frame at or before a published set: sets never go back in time."""

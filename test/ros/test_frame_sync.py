@@ -79,3 +79,32 @@ def test_full_buffers_drop_the_oldest_frame_and_count_it():
     for t in (0, 50, 100):
         sync.add_frame("base", t * MS, f"base@{t}")
     assert sync.stats.dropped == 1
+
+
+def test_a_frame_decoded_late_still_finds_the_1_khz_joint_state_of_its_instant():
+    sync = make(state_horizon_ns=1000 * MS)
+    for t in range(600):                          # 600 ms of a 1 kHz arm before the frame
+        sync.add_state(t * MS, f"state@{t}")
+    feed_tick(sync, 0, state_skew_ms=600)
+    published = sync.pop()
+    assert published.state == "state@0" and published.state_stamp_ns == 0
+    assert sync.stats.unpaired == 0
+
+
+def test_joint_states_are_kept_for_the_horizon_and_at_most_state_buffer_size():
+    sync = make(state_horizon_ns=100 * MS, state_buffer_size=50)
+    for t in range(0, 400, 2):                    # 500 Hz for 400 ms
+        sync.add_state(t * MS, f"state@{t}")
+    assert [s for s, _ in sync._states] == [t * MS for t in range(300, 400, 2)]
+    sync.add_state(1000 * MS, "state@1000")       # after a pause: only it is in the horizon
+    assert [s for s, _ in sync._states] == [1000 * MS]
+    feed_tick(sync, 200, state_skew_ms=800)
+    assert sync.pop() is None and sync.stats.unpaired == 1
+
+
+def test_joint_states_out_of_order_pair_by_stamp():
+    sync = make()
+    for t in (30, 10, 20, 0):
+        sync.add_state(t * MS, f"state@{t}")
+    feed_tick(sync, 21, state_skew_ms=19)
+    assert sync.pop().state == "state@20"
