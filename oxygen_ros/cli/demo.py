@@ -50,7 +50,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(DemoJob(configuration.node_args[1:], args.bag, args.seed, args.duration,
                             args.summary, configuration.memory_period_s, args.robots,
                             camera_killed_at_s=args.kill_camera,
-                            commands=not configuration.dry_run))
+                            commands=not configuration.dry_run,
+                            params_file=configuration.params_file,
+                            overrides=configuration.overrides))
 
 
 class DemoConfiguration(NamedTuple):
@@ -58,6 +60,8 @@ class DemoConfiguration(NamedTuple):
     node_args: list          # the nodes' --ros-args
     memory_period_s: float   # the memory period the summaries are scored against
     dry_run: bool            # the nodes publish no commands
+    params_file: str         # the YAML given (with -p the nodes run a copy with them in it)
+    overrides: dict          # the -p options: node -> name -> value
 
 
 def demo_configuration(args: argparse.Namespace) -> DemoConfiguration:
@@ -72,8 +76,13 @@ def demo_configuration(args: argparse.Namespace) -> DemoConfiguration:
     parameters = ({name: spec.default for name, spec in inference_specs().items()}
                   | launch_plan.inference_parameters(arguments, share_path("config"))
                   | param_overrides(args.param, "inference"))
+    overrides = {}
+    for node, name, value in args.param or []:
+        overrides.setdefault(node, {})[name] = value
     return DemoConfiguration(arguments, node_args, float(parameters["memory_period_s"]),
-                             bool(parameters["dry_run"]))
+                             bool(parameters["dry_run"]),
+                             str(launch_plan.config_file(arguments, share_path("config"))),
+                             overrides)
 
 
 def cmd_make_demo_bag(args: argparse.Namespace) -> int:

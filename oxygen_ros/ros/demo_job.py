@@ -52,6 +52,8 @@ class DemoJob:
     live: bool = True              # live stats each second, answers, summary lines
     camera_killed_at_s: Optional[float] = None   # after the last robot's first command
     commands: bool = True          # the nodes publish commands (not a dry run)
+    params_file: Optional[str] = None   # the summary's YAML; None: ros_args's
+    overrides: Optional[dict] = None    # the summary's -p options: node -> name -> value
 
     def robot_names(self) -> list[str]:
         """robot_0, robot_1, …; one robot has no name (no namespace) unless separate or
@@ -312,7 +314,9 @@ def _params_file(ros_args: list) -> Optional[str]:
 def _report(job: DemoJob, monitors, specs, clock: dict) -> dict:
     summaries = {}
     for monitor, spec in zip(monitors, specs):
-        summary = demo_summary(monitor) | {"params_file": _params_file(job.ros_args),
+        summary = demo_summary(monitor) | {"params_file": (job.params_file
+                                                           or _params_file(job.ros_args)),
+                                            "overrides": job.overrides or {},
                                             "memory_period_s": job.memory_period_s,
                                             "camera_killed": (job.camera_killed_at_s is not None
                                                               and monitor is monitors[-1])}

@@ -171,9 +171,10 @@ def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
     from oxygen_ros.cli.demo import demo_configuration
     from oxygen_ros.demo.sampling import MEMORY_PERIOD_S
 
-    arguments, ros_args, scored_period, dry_run = demo_configuration(
+    arguments, ros_args, scored_period, dry_run, params_file, overrides = demo_configuration(
         build_parser().parse_args(["demo"]))
-    assert not dry_run
+    assert not dry_run and overrides == {}
+    assert params_file == str(CONFIG / "humanoid_demo.yaml")
     assert arguments == {"preset": "demo", "dry_run": "false"}
     launched = launch_plan.inference_overrides(arguments)
     assert ros_args == ["oxygen-ros", "--ros-args", "--params-file",
@@ -184,8 +185,11 @@ def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
     assert parameters["memory_period_s"] == scored_period == MEMORY_PERIOD_S == 4.0
     assert parameters["checkpoint"] == "package://oxygen_ros/models/demo"
     # a user's -p changes what is scored along with what the node runs
-    _, ros_args, scored_period, dry_run = demo_configuration(build_parser().parse_args(
-        ["demo", "-p", "inference:memory_period_s:=6", "--dry-run"]))
+    _, ros_args, scored_period, dry_run, params_file, overrides = demo_configuration(
+        build_parser().parse_args(["demo", "-p", "inference:memory_period_s:=6", "--dry-run"]))
+    # the summary names the YAML given and the -p, not the copy the nodes ran (deleted at exit)
+    assert params_file == str(CONFIG / "humanoid_demo.yaml") != ros_args[3]
+    assert overrides == {"inference": {"memory_period_s": 6}}
     written = rcl_yaml.load(Path(ros_args[3]).read_text())["inference"]["ros__parameters"]
     assert written["memory_period_s"] == scored_period == 6.0 and written["preset"] == "demo"
     assert written["dry_run"] is dry_run is True
