@@ -60,11 +60,11 @@ class CameraIngest(Node):
         self.max_pixels = params.max_image_pixels
         self.use_tiny_images = params.tiny_images == "use"
         self.max_age_ns = int(params.max_age_s * NS)
-        slop_ns = int(params.sync_slop_s * NS)
-        # a frame is stale past max_age_s, so no frame needs an older joint state than that
-        self.sync = FrameSynchronizer(list(names), slop_ns=slop_ns,
-                                      max_delay_ns=int(params.max_delay_s * NS),
-                                      state_horizon_ns=self.max_age_ns + slop_ns)
+        slop_ns, max_delay_ns = int(params.sync_slop_s * NS), int(params.max_delay_s * NS)
+        # a frame reaches the synchronizer at most max_age_s old (checked again after its
+        # decode) and waits at most max_delay_s there: no frame needs an older joint state
+        self.sync = FrameSynchronizer(list(names), slop_ns=slop_ns, max_delay_ns=max_delay_ns,
+                                      state_horizon_ns=self.max_age_ns + max_delay_ns + slop_ns)
         self._sync_lock = threading.Lock()
         self.counters = dict.fromkeys(("conversion_errors", "stale", "future") + IMAGE_PROBLEMS
                                       + ("joint_state_mismatch", "non_finite_joint_state",
@@ -121,6 +121,8 @@ class CameraIngest(Node):
             if not self.use_tiny_images:
                 return
         frame = resize_rgb(rgb, self.image_size, self.resize_mode)
+        if not self._fresh(stamp):         # its decode took it past max_age_s
+            return
         with self._sync_lock:
             self.sync.add_frame(camera, stamp, frame)
             self._publish_ready()

@@ -1,6 +1,7 @@
 """Pairs camera frames and joint states by timestamp into synchronized sets (no ROS imports)."""
 
 import bisect
+from operator import itemgetter
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
@@ -23,8 +24,7 @@ class SyncedSet:
     state_stamp_ns: int
 
 
-def _stamp(item: tuple) -> int:
-    return item[0]
+_stamp = itemgetter(0)
 
 
 class FrameSynchronizer:
@@ -52,6 +52,7 @@ class FrameSynchronizer:
         self._frames = {name: deque() for name in camera_names}
         self._states: List[tuple] = []          # (stamp, state), in stamp order
         self._buffer_size = buffer_size
+        self._last_state_ns: Optional[int] = None    # the stamp of the last state to arrive
         self._state_horizon_ns = state_horizon_ns
         self._state_buffer_size = state_buffer_size
         self._last_published_ns = float("-inf")
@@ -70,7 +71,8 @@ class FrameSynchronizer:
     def add_state(self, stamp_ns: int, state: Any) -> None:
         states = self._states
         bisect.insort(states, (stamp_ns, state), key=_stamp)
-        horizon = bisect.bisect_left(states, states[-1][0] - self._state_horizon_ns, key=_stamp)
+        self._last_state_ns = stamp_ns
+        horizon = bisect.bisect_left(states, stamp_ns - self._state_horizon_ns, key=_stamp)
         del states[:max(horizon, len(states) - self._state_buffer_size)]
 
     def pop(self) -> Optional[SyncedSet]:
@@ -88,7 +90,7 @@ class FrameSynchronizer:
                 continue
             frames = {self.camera_names[0]: frame}
             for name in self.camera_names[1:]:
-                match = self._match(self._frames[name], stamp)
+                match = self._match_frame(name, stamp)
                 if match == "wait" and not timed_out:
                     return None
                 if isinstance(match, tuple):
@@ -100,22 +102,26 @@ class FrameSynchronizer:
             return SyncedSet(stamp, frames, state[1], state[0])
         return None
 
-    def _match(self, buffer, stamp: int, candidates=None):
-        """(stamp, item) of `buffer` closest to `stamp` within slop, sought among `candidates`
-        (by default all of it); "wait" if one may still come; else "miss"."""
-        best = min(buffer if candidates is None else candidates,
-                   key=lambda item: abs(item[0] - stamp), default=None)
+    def _match(self, candidates, stamp: int, newest_ns: Optional[int]):
+        """(stamp, item) among `candidates` closest to `stamp` within slop; "wait" while a
+        partner may still come (the newest to arrive, stamped `newest_ns`, is older than the
+        window); else "miss"."""
+        best = min(candidates, key=lambda item: abs(item[0] - stamp), default=None)
         if best is not None and abs(best[0] - stamp) <= self.slop_ns:
             return best
-        if not buffer or buffer[-1][0] < stamp - self.slop_ns:
+        if newest_ns is None or newest_ns < stamp - self.slop_ns:
             return "wait"
         return "miss"
 
+    def _match_frame(self, camera: str, stamp: int):
+        buffer = self._frames[camera]
+        return self._match(buffer, stamp, buffer[-1][0] if buffer else None)
+
     def _match_state(self, stamp: int):
-        """As _match, over the stamp-ordered joint states (thousands at 1 kHz): a bisection
-        finds the two around `stamp`."""
+        """The stamp-ordered joint states (thousands at 1 kHz) are bisected for the two
+        around `stamp`; one stamped ahead of its time does not make later frames miss."""
         at = bisect.bisect_left(self._states, stamp, key=_stamp)
-        return self._match(self._states, stamp, self._states[max(at - 1, 0):at + 1])
+        return self._match(self._states[max(at - 1, 0):at + 1], stamp, self._last_state_ns)
 
     def _consume(self, stamp: int) -> None:
         """Forget every frame at or before a published set: sets never go back in time."""

@@ -166,7 +166,9 @@ class IngestParameters:
     max_delay_s: float = parameter(0.1, "wait at most this long for a late camera, then "
                                         "leave it out", range=(0.0, 10.0))
     max_age_s: float = parameter(1.0, "drop sensor messages stamped more than this in the "
-                                      "past or future", range=(1e-3, 1e12))
+                                      "past or future (frames also after their decode); "
+                                      "joint states are kept this long plus max_delay_s "
+                                      "for pairing", range=(1e-3, 1e12))
     max_image_pixels: int = parameter(MAX_PIXELS, "larger images are refused before decoding "
                                                   "(decompression bombs)",
                                       range=(1, 2**31 - 1))

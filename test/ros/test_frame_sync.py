@@ -12,9 +12,11 @@ def make(**kwargs) -> FrameSynchronizer:
 
 
 def feed_tick(sync, t_ms, skew_ms=(0, 3, -4), state_skew_ms=1):
+    """A frame of each camera around t_ms, and a joint state (none: state_skew_ms None)."""
     for camera, skew in zip(CAMERAS, skew_ms):
         sync.add_frame(camera, (t_ms + skew) * MS, f"{camera}@{t_ms}")
-    sync.add_state((t_ms + state_skew_ms) * MS, f"state@{t_ms}")
+    if state_skew_ms is not None:
+        sync.add_state((t_ms + state_skew_ms) * MS, f"state@{t_ms}")
 
 
 def test_frames_within_slop_pair_with_the_closest_partner():
@@ -108,3 +110,24 @@ def test_joint_states_out_of_order_pair_by_stamp():
         sync.add_state(t * MS, f"state@{t}")
     feed_tick(sync, 21, state_skew_ms=19)
     assert sync.pop().state == "state@20"
+
+
+def test_a_frame_waits_for_the_joint_state_of_its_instant_and_pairs_when_it_comes():
+    sync = make()
+    sync.add_state(-20 * MS, "state@-20")
+    feed_tick(sync, 0, state_skew_ms=None)
+    assert sync.pop() is None and sync.stats.unpaired == 0
+    sync.add_state(MS, "state@1")
+    assert sync.pop().state == "state@1"
+
+
+def test_a_joint_state_stamped_ahead_of_its_time_does_not_make_later_frames_miss():
+    sync = make(state_horizon_ns=1000 * MS)
+    for t in range(0, 1000, 10):
+        sync.add_state(t * MS, f"state@{t}")
+    sync.add_state(1500 * MS, "state@1500")      # a publisher's clock jumped ahead once
+    sync.add_state(1000 * MS, "state@1000")
+    feed_tick(sync, 1040, state_skew_ms=None)
+    assert sync.pop() is None and sync.stats.unpaired == 0   # its state may still come
+    sync.add_state(1040 * MS, "state@1040")
+    assert sync.pop().state == "state@1040"
