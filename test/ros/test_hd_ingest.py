@@ -9,6 +9,7 @@ from graph_helpers import Probe
 
 from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
 from oxygen_ros.ros.camera_ingest import stamp_ns
+from oxygen_ros.ros.node_parameters import ingest_specs
 
 DURATION_S, CAMERA_HZ = 5.0, 15.0
 
@@ -52,7 +53,7 @@ def test_three_720p_jpeg_streams_and_100_hz_joint_states_beside_the_model(
         assert min(float(r["action_rate_hz"]) for r in reports) >= 45.0, reports
         assert len(probe.commands) > 100
         assert len(probe.observations) > frames // 2
-        slop_ns = 25_000_000                             # camera_ingest's sync_slop_s default
+        slop_ns = round(ingest_specs()["sync_slop_s"].default * 1e9)
         for _, observation in probe.observations:
             assert len(observation.state.position) > 0
             assert abs(stamp_ns(observation.state.header.stamp)
