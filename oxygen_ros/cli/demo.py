@@ -73,12 +73,10 @@ def demo_configuration(args: argparse.Namespace) -> DemoConfiguration:
 
     arguments = launch_arguments(args, dry_run="false")
     node_args = node_ros_args(arguments, args.param)
+    overrides = param_overrides(args.param)
     parameters = ({name: spec.default for name, spec in inference_specs().items()}
                   | launch_plan.inference_parameters(arguments, share_path("config"))
-                  | param_overrides(args.param, "inference"))
-    overrides = {}
-    for node, name, value in args.param or []:
-        overrides.setdefault(node, {})[name] = value
+                  | overrides.get("inference", {}))
     return DemoConfiguration(arguments, node_args, float(parameters["memory_period_s"]),
                              bool(parameters["dry_run"]),
                              str(launch_plan.config_file(arguments, share_path("config"))),

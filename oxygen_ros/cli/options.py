@@ -163,8 +163,8 @@ def node_ros_args(arguments: dict[str, str], params) -> list[str]:
             f"inference:{name}:={str(value).lower() if isinstance(value, bool) else value}"
             for name, value in launched.items()])
     overrides = {"inference": dict(launched)}
-    for node, name, value in params:
-        overrides.setdefault(node, {})[name] = value
+    for node, values in param_overrides(params).items():
+        overrides.setdefault(node, {}).update(values)
     handle, merged = tempfile.mkstemp(prefix="oxygen-ros-params-", suffix=".yaml")
     with os.fdopen(handle, "w") as out:
         out.write(launch_plan.with_overrides(config, overrides))
@@ -172,9 +172,12 @@ def node_ros_args(arguments: dict[str, str], params) -> list[str]:
     return ros_args(merged, [])
 
 
-def param_overrides(params, node: str) -> dict:
-    """The -p overrides of one node: name -> value."""
-    return {name: value for target, name, value in params or [] if target == node}
+def param_overrides(params) -> dict[str, dict]:
+    """The -p overrides: node -> name -> value (a later -p of a name wins)."""
+    overrides = {}
+    for node, name, value in params or []:
+        overrides.setdefault(node, {})[name] = value
+    return overrides
 
 
 def ros_args(config: str, overrides: list[str]) -> list[str]:
