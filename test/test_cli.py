@@ -338,7 +338,7 @@ def test_a_parameter_override_is_checked_before_anything_starts():
 
 
 def test_an_override_is_typed_as_rcl_types_it_and_written_into_one_yaml(tmp_path):
-    from oxygen_ros.cli.options import node_parameter, node_ros_args
+    from oxygen_ros.cli.options import chosen_config, node_parameter, node_ros_args
     from oxygen_ros.ros import rcl_yaml
 
     assert node_parameter("inference:control_rate_hz:=60") == ("inference", "control_rate_hz",
@@ -352,7 +352,8 @@ def test_an_override_is_typed_as_rcl_types_it_and_written_into_one_yaml(tmp_path
     config = tmp_path / "params.yaml"
     config.write_text("inference:\n  ros__parameters:\n    control_rate_hz: 60\n"
                       "    default_instruction: 'Y'\n")
-    args = node_ros_args({"config_file": str(config), "preset": "tiny"},
+    arguments = {"config_file": str(config), "preset": "tiny"}
+    args = node_ros_args(arguments, chosen_config(arguments),
                          [node_parameter("inference:control_rate_hz:=70.5"),
                           node_parameter("inference:preset:=small")])
     assert args[:3] == ["oxygen-ros", "--ros-args", "--params-file"] and len(args) == 4
@@ -373,12 +374,13 @@ def test_an_override_rcl_would_refuse_is_refused_first():
                                           ("demo", "tiny")])
 def test_preset_picks_the_yaml_the_launch_plan_picks(verb, preset):
     from oxygen_ros.cli import build_parser
-    from oxygen_ros.cli.options import launch_arguments, node_ros_args
+    from oxygen_ros.cli.options import chosen_config, launch_arguments, node_ros_args
     from oxygen_ros.ros import launch_plan
 
     config = Path(__file__).resolve().parent.parent / "config"
     args = build_parser().parse_args([verb] + (["--preset", preset] if preset else []))
-    ros_args = node_ros_args(launch_arguments(args), args.param)
+    arguments = launch_arguments(args)
+    ros_args = node_ros_args(arguments, chosen_config(arguments), args.param)
     launched = preset or ("demo" if verb == "demo" else "")
     assert ros_args[2:4] == ["--params-file",
                              str(launch_plan.config_file({"preset": launched}, config))]

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from oxygen_ros.cli.options import (LONGEST_BAG_S, add_json, add_node_options, add_threads,
-                                    bounded, launch_arguments, node_ros_args, output_file,
-                                    param_overrides, ros_environment, seed_option, usage_error)
+                                    bounded, chosen_config, launch_arguments, node_ros_args,
+                                    output_file, param_overrides, ros_environment, seed_option,
+                                    usage_error)
 
 DEFAULT_DEMO_BAG = "build/demo_bag"      # as oxygen_ros.ros.demo_job (imported only to run)
 
@@ -69,18 +70,16 @@ def demo_configuration(args: argparse.Namespace) -> DemoConfiguration:
     --dry-run: it shows every output)."""
     from oxygen_ros.ros import launch_plan
     from oxygen_ros.ros.node_parameters import inference_specs
-    from oxygen_ros.resources import share_path
 
     arguments = launch_arguments(args, dry_run="false")
-    node_args = node_ros_args(arguments, args.param)
+    config = chosen_config(arguments)
+    node_args = node_ros_args(arguments, config, args.param)
     overrides = param_overrides(args.param)
     parameters = ({name: spec.default for name, spec in inference_specs().items()}
-                  | launch_plan.inference_parameters(arguments, share_path("config"))
+                  | launch_plan.inference_parameters(arguments, config)
                   | overrides.get("inference", {}))
     return DemoConfiguration(arguments, node_args, float(parameters["memory_period_s"]),
-                             bool(parameters["dry_run"]),
-                             str(launch_plan.config_file(arguments, share_path("config"))),
-                             overrides)
+                             bool(parameters["dry_run"]), str(config), overrides)
 
 
 def cmd_make_demo_bag(args: argparse.Namespace) -> int:

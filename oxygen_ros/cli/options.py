@@ -148,15 +148,22 @@ def launch_arguments(args: argparse.Namespace, **defaults: str) -> dict[str, str
     return defaults | {name: value for name, value in given.items() if value}
 
 
-def node_ros_args(arguments: dict[str, str], params) -> list[str]:
-    """--ros-args for both nodes as the launch file gives them: the YAML, then the
-    overridable arguments (as -p, each of the type the checked YAML gives it), and with -p
-    options, the YAML written again with every override in its node's section
-    (launch_plan.with_overrides: a -p of another type than the file's value would not win);
-    a ValueError says what is wrong with the config file or preset."""
+def chosen_config(arguments: dict[str, str]) -> Path:
+    """The YAML the launch file would pick for these arguments, checked (a ValueError says
+    what is wrong with the config file or preset)."""
     from oxygen_ros.ros import launch_plan
 
-    config = launch_plan.config_file(arguments, share_path("config"))
+    return launch_plan.config_file(arguments, share_path("config"))
+
+
+def node_ros_args(arguments: dict[str, str], config: Path, params) -> list[str]:
+    """--ros-args for both nodes as the launch file gives them: the YAML (chosen_config),
+    then the overridable arguments (as -p, each of the type the checked YAML gives it), and
+    with -p options, the YAML written again with every override in its node's section
+    (launch_plan.with_overrides: a -p of another type than the file's value would not
+    win)."""
+    from oxygen_ros.ros import launch_plan
+
     launched = launch_plan.inference_overrides(arguments)
     if not params:
         return ros_args(str(config), [

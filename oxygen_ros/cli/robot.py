@@ -4,8 +4,8 @@ import argparse
 import time
 
 from oxygen_ros.cli.options import (LONGEST_TIME_S, LONGEST_WAIT_S, add_dtype, add_node_options,
-                                    bounded, launch_arguments, node_ros_args, ros_environment,
-                                    usage_error)
+                                    bounded, chosen_config, launch_arguments, node_ros_args,
+                                    ros_environment, usage_error)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -13,7 +13,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     (no launch_ros needed), on the YAML the launch file would pick. Ctrl-C or SIGTERM stops
     both (SIGINT, then SIGKILL after 10 s); when one node ends, the other is stopped."""
     try:
-        node_args = node_ros_args(launch_arguments(args), args.param)
+        arguments = launch_arguments(args)
+        node_args = node_ros_args(arguments, chosen_config(arguments), args.param)
     except ValueError as error:
         return usage_error("run", str(error))
     ros_environment()

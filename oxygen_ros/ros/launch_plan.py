@@ -227,12 +227,10 @@ def on_node_exit(arguments: Mapping[str, str]) -> str:
     return "respawn" if respawn in TRUE else "shutdown"
 
 
-def inference_parameters(arguments: Mapping[str, str], config_dir: Path) -> dict:
-    """What the inference node is given: its YAML's parameters, then the overrides (the
-    code's defaults fill in the rest)."""
-    document = rcl_yaml.load(config_file(arguments, config_dir).read_text()) or {}
-    section = (document.get("inference") or {}).get("ros__parameters") or {}
-    return dict(section) | inference_overrides(arguments)
+def inference_parameters(arguments: Mapping[str, str], config: Path) -> dict:
+    """What the inference node is given: its section of the YAML (config_file), then the
+    overrides (the code's defaults fill in the rest)."""
+    return node_section(config, "inference") | inference_overrides(arguments)
 
 
 def node_section(config: Path, node: str) -> dict:

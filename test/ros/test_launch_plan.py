@@ -78,9 +78,11 @@ def test_a_config_file_that_does_not_exist_stops_the_launch_naming_it(tmp_path):
     missing = tmp_path / "humanoid_typo.yaml"
     with pytest.raises(ValueError, match=f"config file {missing} does not exist"):
         launch_plan.config_file({"config_file": str(missing)}, CONFIG)
+    from oxygen_ros.cli import build_parser
+    from oxygen_ros.cli.demo import demo_configuration
+
     with pytest.raises(ValueError, match="does not exist"):
-        launch_plan.inference_parameters({"config_file": str(missing), "preset": "demo"},
-                                         CONFIG)
+        demo_configuration(build_parser().parse_args(["demo", "--config", str(missing)]))
 
 
 BAD_CONFIGS = [  # (YAML text, what the one-line refusal says)
@@ -181,7 +183,8 @@ def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
                         str(CONFIG / "humanoid_demo.yaml"), "-p", "inference:preset:=demo",
                         "-p", "inference:dry_run:=false"]
     assert launched == {"preset": "demo", "dry_run": False}
-    parameters = launch_plan.inference_parameters(arguments, CONFIG)
+    parameters = launch_plan.inference_parameters(arguments,
+                                                  launch_plan.config_file(arguments, CONFIG))
     assert parameters["memory_period_s"] == scored_period == MEMORY_PERIOD_S == 4.0
     assert parameters["checkpoint"] == "package://oxygen_ros/models/demo"
     # a user's -p changes what is scored along with what the node runs
@@ -193,6 +196,21 @@ def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
     written = rcl_yaml.load(Path(ros_args[3]).read_text())["inference"]["ros__parameters"]
     assert written["memory_period_s"] == scored_period == 6.0 and written["preset"] == "demo"
     assert written["dry_run"] is dry_run is True
+
+
+def test_the_demo_checks_its_config_file_once(tmp_path, capsys):
+    """make run's configuration reads the YAML once: a warning about it is printed once."""
+    from oxygen_ros.cli import build_parser
+    from oxygen_ros.cli.demo import demo_configuration
+
+    config = tmp_path / "near.yaml"
+    config.write_text("inference:\n  ros__parameters:\n    control_rate_hz: 50.0\n"
+                      "/**:\n  ros__parameters:\n    contrl_rate_hz: 3\n")
+    for extra in ([], ["-p", "inference:memory_period_s:=6"]):
+        configuration = demo_configuration(build_parser().parse_args(
+            ["demo", "--config", str(config)] + extra))
+        assert configuration.params_file == str(config)
+        assert capsys.readouterr().err.count("did you mean 'control_rate_hz'?") == 1
 
 
 def test_a_named_robot_has_every_topic_under_its_namespace_where_a_fleet_server_looks():
