@@ -1,9 +1,9 @@
 """Pairs camera frames and joint states by timestamp into synchronized sets (no ROS imports)."""
 
 import bisect
-from operator import itemgetter
 from collections import deque
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Dict, List, Optional
 
 
