@@ -4,12 +4,15 @@ per-step actions at the control rate, chunks, streamed dialogue, memory and diag
 from graph_helpers import Probe, executable, write_params
 
 from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
+from oxygen_ros.ros.camera_ingest import stamp_ns
+
+BAG_S = 8.0
 
 
 def test_replayed_bag_drives_actions_dialogue_memory_and_diagnostics(tmp_path, processes,
                                                                       rclpy_context):
     bag = write_demo_bag(tmp_path / "bag", DemoBagSpec(
-        duration_s=8.0, camera_hz=20.0, encoding="jpeg", width=64, height=48, cameras=2,
+        duration_s=BAG_S, camera_hz=20.0, encoding="jpeg", width=64, height=48, cameras=2,
         dialogue=((1.0, "what do you see?"), (2.5, "and now?"))))
     params = write_params(tmp_path / "params.yaml", ingest={"camera_topics": [
         "/cameras/base/image_raw/compressed", "/cameras/left_wrist/image_raw/compressed"]})
@@ -20,11 +23,14 @@ def test_replayed_bag_drives_actions_dialogue_memory_and_diagnostics(tmp_path, p
         "inference node did not come up"
     replay = processes.python("-m", "oxygen_ros.cli", "replay", str(bag), "--restamp",
                               "--wait-for-subscribers", "10", "--delay", "0.5")
-    assert probe.spin(15.0, until=lambda: len(probe.commands) > 50), "no actions"
-    probe.spin(4.0)
-
-    rate = probe.command_rate(window_s=3.0)
-    assert 45.0 <= rate <= 55.0, rate                      # 50 Hz +- 10 % over >= 3 s
+    assert probe.spin(15.0, until=lambda: len(probe.commands) > 50 and probe.observations), \
+        "no actions"
+    # 50 Hz +- 10 % in each second from 2.5 s after the first frame to 0.5 s before the
+    # bag's end: its stamps are the replay's clock (--restamp), which the node's reports share
+    first_frame = stamp_ns(probe.observations[0][1].header.stamp)
+    rates = probe.reported_rates(since_ns=first_frame + 2_500_000_000,
+                                 until_ns=first_frame + round((BAG_S - 0.5) * 1e9))
+    assert len(rates) >= 3 and all(45.0 <= rate <= 55.0 for rate in rates), rates
     assert len(probe.chunks) >= 10
     chunk = probe.chunks[-1]
     assert (chunk.horizon, chunk.action_dim) == (4, 6) and len(chunk.actions) == 24
