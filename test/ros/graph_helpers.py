@@ -116,21 +116,20 @@ class Probe:
         return [values for t, name, values, _ in self.reports
                 if name == f"oxygen_ros: {node}" and since < t <= until]
 
-    def reported_rates(self, since_ns: int, until_ns: int, timeout: float = 60.0) -> list:
-        """The command rates (Hz) the inference node reported with stamps (the system clock)
-        in (since_ns, until_ns], each for the second before its stamp. It waits for a report
-        stamped later: one publisher's reports arrive in order, so none is missing then.
+    def reports_stamped(self, node: str, since_ns: int, until_ns: int,
+                        timeout: float = 60.0) -> list:
+        """The values of every report `node` stamped (the system clock) in (since_ns,
+        until_ns], each about the second before its stamp. It waits for a report stamped
+        later: one publisher's reports arrive in order, so none is missing then.
 
-        The node's own account and stamps, because this process's receipt times also hold
-        its own scheduling: beside two suites and a busy loop they gave 37.9 Hz for a node
-        at 50, and reports arrived in bursts."""
+        By the node's stamps, because this process's receipt times also hold its own
+        scheduling: niced beside two suites, six reports arrived in a 3 s window."""
         def stamped():
-            return [(stamp, values) for _, status, values, stamp in self.reports
-                    if status == "oxygen_ros: inference"]
+            return [(stamp, values) for _, name, values, stamp in self.reports
+                    if name == f"oxygen_ros: {node}"]
         assert self.spin(timeout, until=lambda: any(s > until_ns for s, _ in stamped())), \
-            ("no inference report stamped after", until_ns, [s for s, _ in stamped()][-5:])
-        return [float(values["action_rate_hz"]) for stamp, values in stamped()
-                if since_ns < stamp <= until_ns]
+            (f"no {node} report stamped after", until_ns, [s for s, _ in stamped()][-5:])
+        return [values for stamp, values in stamped() if since_ns < stamp <= until_ns]
 
     def close(self):
         self.executor.remove_node(self.node)

@@ -58,7 +58,8 @@ def graph(module_graph_domain, tmp_path_factory):
     assert probe.counter("inference", "internal_error") == 0
     assert not any("Traceback" in line for n in nodes for line in n.lines)
     now = time.time_ns()
-    rates = probe.reported_rates(since_ns=now, until_ns=now + 2_500_000_000)
+    rates = [float(r["action_rate_hz"])
+             for r in probe.reports_stamped("inference", now, now + 2_500_000_000)]
     assert len(rates) >= 2 and all(45.0 <= rate <= 55.0 for rate in rates), rates
     growth = [rss_mb(n.pid) - before for n, before in zip(nodes, rss_before)]
     assert max(growth) < 100, growth

@@ -28,8 +28,8 @@ def test_replayed_bag_drives_actions_dialogue_memory_and_diagnostics(tmp_path, p
     # 50 Hz +- 10 % in each second from 2.5 s after the first frame to 0.5 s before the
     # bag's end: its stamps are the replay's clock (--restamp), which the node's reports share
     first_frame = stamp_ns(probe.observations[0][1].header.stamp)
-    rates = probe.reported_rates(since_ns=first_frame + 2_500_000_000,
-                                 until_ns=first_frame + round((BAG_S - 0.5) * 1e9))
+    rates = [float(r["action_rate_hz"]) for r in probe.reports_stamped(
+        "inference", first_frame + 2_500_000_000, first_frame + round((BAG_S - 0.5) * 1e9))]
     assert len(rates) >= 3 and all(45.0 <= rate <= 55.0 for rate in rates), rates
     assert len(probe.chunks) >= 10
     chunk = probe.chunks[-1]

@@ -3,8 +3,6 @@
 published as observations, each with the joint state of its instant, and the 50 Hz command
 timer keeps its period."""
 
-import time
-
 from graph_helpers import Probe
 
 from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
@@ -27,9 +25,9 @@ def test_three_720p_jpeg_streams_and_100_hz_joint_states_beside_the_model(
             "".join(run.lines)[-2000:]
         replay = processes.python("-m", "oxygen_ros.cli", "replay", str(bag), "--restamp",
                                   "--wait-for-subscribers", "30", "--delay", "0.5")
-        assert probe.spin(60.0, until=lambda: len(probe.commands) > 50), "no commands"
+        assert probe.spin(60.0, until=lambda: len(probe.commands) > 50 and probe.observations), \
+            "no commands"
         assert probe.spin(60.0, until=lambda: replay.poll() is not None)
-        replay_ended = time.monotonic()
         probe.spin(1.5)                                  # the last diagnostics report
         ingest = probe.diagnostics["oxygen_ros: camera_ingest"][2]
         frames = int(DURATION_S * CAMERA_HZ)
@@ -39,12 +37,13 @@ def test_three_720p_jpeg_streams_and_100_hz_joint_states_beside_the_model(
         assert int(ingest["published"]) >= 0.95 * frames, ingest
         assert int(ingest["dropped"]) == 0, ingest
         assert int(ingest["conversion_errors"]) == 0, ingest
-        # the node's own account of its timer, each second while the cameras streamed (a
-        # subscriber's receipt times also hold its own scheduling: beside a busy core the
-        # probe here saw 0.7 s gaps while the node's longest was 44 ms)
-        # (reports cover the second before they arrive; the first second holds the first chunks)
-        reports = probe.reports_of("inference", since=probe.commands[0][0] + 2.0,
-                                   until=replay_ended)
+        # the node's own account of its timer, each second while the cameras streamed, by the
+        # replay's stamps (a subscriber's receipt times also hold its own scheduling: beside a
+        # busy core the probe here saw 0.7 s gaps while the node's longest was 44 ms); the
+        # first 2 s hold the first chunks
+        first_frame = stamp_ns(probe.observations[0][1].header.stamp)
+        reports = probe.reports_stamped("inference", first_frame + 2_000_000_000,
+                                        first_frame + round(DURATION_S * 1e9))
         assert len(reports) >= 2, probe.reports_of("inference")
         # a 3 s watchdog: the decode of three 720p streams on a busy core can hold the
         # observations back past the default 0.5 s, which stops the commands (as it should)
