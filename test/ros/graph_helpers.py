@@ -96,8 +96,8 @@ class Probe:
                                              time.monotonic())
             self.by_reporter[(status.name, status.hardware_id)] = (status.level[0],
                                                                    status.message)
-            self.reports.append((time.monotonic(), status.name, values,
-                                 msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec))
+            self.reports.append((msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec,
+                                 status.name, values))
 
     def spin(self, seconds: float, until=None) -> bool:
         deadline = time.monotonic() + seconds
@@ -111,25 +111,30 @@ class Probe:
         entry = self.diagnostics.get(f"oxygen_ros: {node}")
         return int(entry[2].get(key, 0)) if entry else 0
 
-    def reports_of(self, node: str, since: float = 0.0, until: float = float("inf")) -> list:
-        """The values of every report `node` published that arrived between since and until."""
-        return [values for t, name, values, _ in self.reports
-                if name == f"oxygen_ros: {node}" and since < t <= until]
+    def reports_of(self, node: str) -> list:
+        """(stamp ns, values) of every report `node` published, in the order they came."""
+        return [(stamp, values) for stamp, name, values in self.reports
+                if name == f"oxygen_ros: {node}"]
+
+    def report_after(self, node: str, stamp_ns: int, timeout: float = 60.0) -> None:
+        """Wait for a report of `node` stamped (its clock: the system clock here) after
+        stamp_ns. One publisher's reports arrive in order, so every earlier one is in then.
+
+        Reports are judged by the node's stamps, never by when they arrive here: this
+        process's receipt times also hold its own scheduling (niced beside two suites, six
+        reports arrived in one 3 s window)."""
+        assert self.spin(timeout, until=lambda: any(
+            stamp > stamp_ns for stamp, _ in self.reports_of(node))), \
+            (f"no {node} report stamped after", stamp_ns,
+             [stamp for stamp, _ in self.reports_of(node)][-5:])
 
     def reports_stamped(self, node: str, since_ns: int, until_ns: int,
                         timeout: float = 60.0) -> list:
-        """The values of every report `node` stamped (the system clock) in (since_ns,
-        until_ns], each about the second before its stamp. It waits for a report stamped
-        later: one publisher's reports arrive in order, so none is missing then.
-
-        By the node's stamps, because this process's receipt times also hold its own
-        scheduling: niced beside two suites, six reports arrived in a 3 s window."""
-        def stamped():
-            return [(stamp, values) for _, name, values, stamp in self.reports
-                    if name == f"oxygen_ros: {node}"]
-        assert self.spin(timeout, until=lambda: any(s > until_ns for s, _ in stamped())), \
-            (f"no {node} report stamped after", until_ns, [s for s, _ in stamped()][-5:])
-        return [values for stamp, values in stamped() if since_ns < stamp <= until_ns]
+        """The values of every report `node` stamped in (since_ns, until_ns], each about the
+        second before its stamp, once a later one has arrived."""
+        self.report_after(node, until_ns, timeout)
+        return [values for stamp, values in self.reports_of(node)
+                if since_ns < stamp <= until_ns]
 
     def close(self):
         self.executor.remove_node(self.node)
