@@ -32,12 +32,12 @@ def _server(context):
     arguments = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
     share = FindPackageShare("oxygen_ros").perform(context)
     config = launch_plan.config_file(arguments, Path(share) / "config")
-    sim_time = {"use_sim_time": arguments["use_sim_time"].lower() in launch_plan.TRUE}
     respawn = launch_plan.on_node_exit(arguments) == "respawn"
     exit_policy = dict(respawn=True, respawn_delay=2.0) if respawn else dict(on_exit=Shutdown())
+    parameters = launch_plan.parameters_file(launch_plan.fleet_parameters(arguments, config),
+                                             f"{arguments['server']}-")
     return [Node(package="oxygen_ros", executable="inference", name=arguments["server"],
-                 parameters=[launch_plan.fleet_parameters(arguments, config), sim_time],
-                 output="screen", **exit_policy)]
+                 parameters=[parameters], output="screen", **exit_policy)]
 
 
 def generate_launch_description() -> LaunchDescription:

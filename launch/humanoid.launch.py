@@ -44,16 +44,16 @@ def _nodes(context):
     share = FindPackageShare("oxygen_ros").perform(context)
     config = launch_plan.config_file(arguments, Path(share) / "config")
     namespace = launch_plan.robot_namespace(arguments)
-    sim_time = {"use_sim_time": arguments["use_sim_time"].lower() in launch_plan.TRUE}
     respawn = launch_plan.on_node_exit(arguments) == "respawn"
     exit_policy = dict(respawn=True, respawn_delay=2.0) if respawn else dict(on_exit=Shutdown())
     placed = dict(namespace=namespace) if namespace else {}
 
     def node(executable):
-        yaml_file, overrides = launch_plan.node_parameters(arguments, config, executable)
+        # one file, as rcl types it: launch_ros given a dict would type `on` a bool
+        parameters = launch_plan.parameters_file(
+            launch_plan.node_parameters(arguments, config, executable), f"{executable}-")
         return Node(package="oxygen_ros", executable=executable, name=executable,
-                    parameters=[yaml_file, sim_time, overrides], output="screen",
-                    **placed, **exit_policy)
+                    parameters=[parameters], output="screen", **placed, **exit_policy)
 
     nodes = [node("camera_ingest")]
     if launch_plan.starts_inference(arguments):

@@ -44,19 +44,30 @@ def test_humanoid_launch_declares_its_arguments_and_starts_both_nodes():
     assert all(n.node_package == "oxygen_ros" for n in nodes)
 
 
-def test_given_arguments_override_and_the_preset_picks_its_config():
+def parameters_of(node) -> dict:
+    """The YAML launch_plan wrote for a node, as rcl types it: the one file it is given."""
     from launch.utilities import perform_substitutions
 
     from launch import LaunchContext
+    from oxygen_ros.ros import rcl_yaml
 
+    (given,) = node._Node__parameters
+    return rcl_yaml.load(Path(perform_substitutions(LaunchContext(), given.param_file))
+                         .read_text())
+
+
+def test_given_arguments_override_and_the_preset_picks_its_config():
     _, nodes = nodes_for({"preset": "tiny", "dry_run": "false"})
     inference = next(n for n in nodes if n.node_executable == "inference")
-    config, _, overrides = inference._Node__parameters
-    assert perform_substitutions(LaunchContext(), config.param_file).endswith(
-        "config/humanoid_tiny.yaml")
-    context = LaunchContext()
-    # launch_ros passes string values through YAML, as the node will read them
-    given = {perform_substitutions(context, key): value if isinstance(value, bool)
-             else yaml.safe_load(perform_substitutions(context, value))
-             for key, value in overrides.items()}
-    assert given == {"preset": "tiny", "dry_run": False}
+    tiny = yaml.safe_load((REPO / "config" / "humanoid_tiny.yaml").read_text())
+    assert parameters_of(inference)["inference"]["ros__parameters"] == (
+        tiny["inference"]["ros__parameters"] | {"use_sim_time": False, "preset": "tiny",
+                                                 "dry_run": False})
+
+
+def test_a_namespaced_robot_finds_its_section_under_its_full_name():
+    _, nodes = nodes_for({"preset": "tiny", "namespace": "alpha"})
+    ingest = next(n for n in nodes if n.node_executable == "camera_ingest")
+    section = parameters_of(ingest)["/alpha/camera_ingest"]["ros__parameters"]
+    assert section["image_size"] == 28
+    assert section["joint_state_topic"] == "/alpha/joint_states"

@@ -2,11 +2,9 @@
 the verbs that talk ROS."""
 
 import argparse
-import atexit
 import math
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from oxygen_ros.resources import share_path
@@ -172,11 +170,8 @@ def node_ros_args(arguments: dict[str, str], config: Path, params) -> list[str]:
     overrides = {"inference": dict(launched)}
     for node, values in param_overrides(params).items():
         overrides.setdefault(node, {}).update(values)
-    handle, merged = tempfile.mkstemp(prefix="oxygen-ros-params-", suffix=".yaml")
-    with os.fdopen(handle, "w") as out:
-        out.write(launch_plan.with_overrides(config, overrides))
-    atexit.register(lambda: Path(merged).unlink(missing_ok=True))
-    return ros_args(merged, [])
+    return ros_args(launch_plan.parameters_file(launch_plan.with_overrides(config, overrides)),
+                    [])
 
 
 def param_overrides(params) -> dict[str, dict]:

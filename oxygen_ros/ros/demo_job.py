@@ -131,18 +131,19 @@ def _prepare_bag(job: DemoJob, index: int) -> tuple[Path, Optional[DemoBagSpec]]
 def start_servers(ros_args: list, robots: list[str], directory: Path, separate: bool = False,
                   output=None) -> list:
     """One inference process serving the robots (separate: one per robot, as N launch
-    files would start them). A renamed node takes its YAML section directly (the file's
-    key would not reach it)."""
+    files would start them). A renamed node finds its YAML section under its own name
+    (launch_plan.with_overrides; the file's key would not reach it)."""
     if not separate:
         return [subprocess.Popen(node_command("inference", "inference_node") + ros_args
                                  + ["-p", f"robots:=[{', '.join(robots)}]"],
                                  stdout=output, stderr=output)]
-    inference = launch_plan.node_section(_config(ros_args), "inference") | _overrides(ros_args)
+    config, overrides = _config(ros_args), _overrides(ros_args)
     servers = []
     for robot in robots:
         server_yaml = directory / f"inference_{robot}.yaml"
-        server_yaml.write_text(rcl_yaml.dump({f"/inference_{robot}": {
-            "ros__parameters": inference | {"robots": [robot]}}}))
+        server_yaml.write_text(launch_plan.with_overrides(
+            config, {"inference": overrides | {"robots": [robot]}},
+            {"inference": f"/inference_{robot}"}))
         servers.append(subprocess.Popen(
             node_command("inference", "inference_node")
             + ["--ros-args", "--params-file", str(server_yaml),
@@ -152,15 +153,14 @@ def start_servers(ros_args: list, robots: list[str], directory: Path, separate: 
 
 def start_ingests(ros_args: list, robots: list[str], directory: Path, output=None) -> list:
     """Each robot's camera_ingest under /<robot> with its topics there (as `humanoid.launch.py
-    namespace:=<robot> inference:=remote` runs it), its YAML section given directly."""
+    namespace:=<robot> inference:=remote` runs it), its YAML section under its full name."""
     config = _config(ros_args)
     ingests = []
     for robot in robots:
-        values = launch_plan.node_section(config, "camera_ingest") | \
-            launch_plan.topic_overrides({"namespace": robot}, config, "camera_ingest")
+        topics = launch_plan.topic_overrides({"namespace": robot}, config, "camera_ingest")
         robot_yaml = directory / f"{robot}_camera_ingest.yaml"
-        robot_yaml.write_text(rcl_yaml.dump(
-            {f"/{robot}/camera_ingest": {"ros__parameters": values}}))
+        robot_yaml.write_text(launch_plan.with_overrides(
+            config, {"camera_ingest": topics}, {"camera_ingest": f"/{robot}/camera_ingest"}))
         ingests.append(subprocess.Popen(
             node_command("camera_ingest", "camera_ingest") + ros_args
             + ["--params-file", str(robot_yaml), "-r", f"__ns:=/{robot}"],

@@ -9,11 +9,16 @@ command line (`oxygen-ros run`, `oxygen-ros demo`) makes the same decisions here
 A robot with a name (`namespace:=alpha`) has its nodes under /alpha and every topic it
 reads or writes under /alpha/ — the names a fleet server with `robots: [alpha, …]` uses
 for it; `inference:=remote` starts only camera_ingest there (fleet.launch.py starts the
-server). A parameters YAML keys its sections by node name, which a namespaced node does
-not match, so namespaced nodes take their section's values directly."""
+server). A parameters YAML keys its sections by node name, which a namespaced or renamed
+node does not match, so each node is given one YAML of its own (node_parameters,
+fleet_parameters): the config's, its section under the node's full name, the arguments
+set in it."""
 
+import atexit
 import difflib
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -191,16 +196,30 @@ def _node_sections(path: Path, document: dict, within: str = ""):
             yield from _node_sections(path, value, name)
 
 
-def with_overrides(config: Path, overrides: Mapping[str, Mapping]) -> str:
+def with_overrides(config: Path, overrides: Mapping[str, Mapping],
+                   names: Mapping[str, str] = {}) -> str:
     """The YAML of the config file with `overrides` (node -> {name: value}) set in each
     node's own section: one file, since rcl given a parameter twice with two types (a file's
-    60, a -p's 70.5) keeps the first of bool, int, double, string, not the later value."""
+    60, a -p's 70.5) keeps the first of bool, int, double, string, not the later value. A
+    node in `names` has its section under the full name given there (`/alpha/camera_ingest`),
+    which is the only key that reaches a namespaced or renamed node."""
     document = rcl_yaml.load(config.read_text()) or {}
     for node, values in overrides.items():
         key = next((k for k in (node, f"/{node}") if k in document), node)
-        section = document.setdefault(key, {})
+        section = ((document.pop(key, None) or {}) if node in names
+                   else document.setdefault(key, {}))
         section["ros__parameters"] = (section.get("ros__parameters") or {}) | dict(values)
+        document[names.get(node, key)] = section
     return f"# {config} with overrides, written by oxygen-ros\n" + rcl_yaml.dump(document)
+
+
+def parameters_file(text: str, prefix: str = "oxygen-ros-params-") -> str:
+    """`text` in a new file (removed when this process exits): the path to give --params-file."""
+    handle, path = tempfile.mkstemp(prefix=prefix, suffix=".yaml")
+    with os.fdopen(handle, "w") as out:
+        out.write(text)
+    atexit.register(lambda: Path(path).unlink(missing_ok=True))
+    return path
 
 
 def inference_overrides(arguments: Mapping[str, str]) -> dict:
@@ -210,21 +229,21 @@ def inference_overrides(arguments: Mapping[str, str]) -> dict:
         value = arguments.get(name, "")
         if value == "":
             continue
-        if name in BOOLEANS:
-            if value.lower() not in TRUE + FALSE:
-                raise ValueError(f"{name}:={value!r} is not a boolean (true or false)")
-            overrides[name] = value.lower() in TRUE
-        else:
-            overrides[name] = value
+        overrides[name] = boolean(arguments, name) if name in BOOLEANS else value
     return overrides
+
+
+def boolean(arguments: Mapping[str, str], name: str, default: str = "false") -> bool:
+    """The boolean launch argument `name` (true/false, yes/no, on/off, 1/0)."""
+    value = (arguments.get(name, "") or default).lower()
+    if value not in TRUE + FALSE:
+        raise ValueError(f"{name}:={arguments[name]!r} is not a boolean (true or false)")
+    return value in TRUE
 
 
 def on_node_exit(arguments: Mapping[str, str]) -> str:
     """What the launch does when a node process ends: 'respawn' it or 'shutdown' all."""
-    respawn = arguments.get("respawn", "false").lower()
-    if respawn not in TRUE + FALSE:
-        raise ValueError(f"respawn:={respawn!r} is not a boolean (true or false)")
-    return "respawn" if respawn in TRUE else "shutdown"
+    return "respawn" if boolean(arguments, "respawn") else "shutdown"
 
 
 def inference_parameters(arguments: Mapping[str, str], config: Path) -> dict:
@@ -296,19 +315,24 @@ def fleet_robots(value: str) -> list[str]:
         raise ValueError(f"robots:={value!r}: {error}") from None
 
 
-def node_parameters(arguments: Mapping[str, str], config: Path, node: str) -> list:
-    """What humanoid.launch.py gives a node: its YAML (the file; under a namespace its
-    section's values, which the file's key would not reach), then what the arguments
-    override (inference: the overridable arguments), then its topics."""
+def node_parameters(arguments: Mapping[str, str], config: Path, node: str) -> str:
+    """The parameters YAML humanoid.launch.py gives a node (with_overrides): the config's,
+    with use_sim_time, what the arguments override (inference: the overridable arguments)
+    and its topics set in its section, which a namespaced node finds under its full name."""
     namespace = robot_namespace(arguments)
     given = inference_overrides(arguments) if node == "inference" else {}
-    return [node_section(config, node) if namespace else str(config),
-            given | topic_overrides(arguments, config, node)]
+    values = ({"use_sim_time": boolean(arguments, "use_sim_time")} | given
+              | topic_overrides(arguments, config, node))
+    return with_overrides(config, {node: values},
+                          {node: f"/{namespace}/{node}"} if namespace else {})
 
 
-def fleet_parameters(arguments: Mapping[str, str], config: Path) -> dict:
-    """What fleet.launch.py gives its inference server (a node named by server:=, which the
-    YAML's key would not reach): the YAML's inference values, the overridable arguments,
-    and the robots."""
-    return (node_section(config, "inference") | inference_overrides(arguments)
-            | {"robots": fleet_robots(arguments.get("robots", ""))})
+def fleet_parameters(arguments: Mapping[str, str], config: Path) -> str:
+    """The parameters YAML fleet.launch.py gives its inference server (a node named by
+    server:=, under which the config's inference section is set): the config's, with
+    use_sim_time, the overridable arguments and the robots set in that section."""
+    server = arguments.get("server", "") or "inference"
+    values = ({"use_sim_time": boolean(arguments, "use_sim_time")}
+              | inference_overrides(arguments)
+              | {"robots": fleet_robots(arguments.get("robots", ""))})
+    return with_overrides(config, {"inference": values}, {"inference": f"/{server}"})

@@ -231,12 +231,13 @@ def test_a_named_robot_has_every_topic_under_its_namespace_where_a_fleet_server_
                          for name in launch_plan.ROBOT_TOPICS["inference"]}
     assert ingest["observation_topic"] == inference["observation_topic"]
     assert ingest["instruction_topic"] == inference["instruction_topic"]
-    # a namespaced node gets its YAML section's values (the file's key would not reach it)
-    values, overrides = launch_plan.node_parameters(arguments | {"preset": ""}, config,
-                                                    "inference")
-    assert values == launch_plan.node_section(config, "inference") and overrides == inference
-    path, overrides = launch_plan.node_parameters({}, config, "inference")
-    assert path == str(config) and overrides == {}
+    # a namespaced node finds its YAML section and its topics under its full name
+    given = rcl_yaml.load(launch_plan.node_parameters(arguments, config, "inference"))
+    assert "inference" not in given and given["/alpha/inference"]["ros__parameters"] == (
+        launch_plan.node_section(config, "inference") | {"use_sim_time": False} | inference)
+    given = rcl_yaml.load(launch_plan.node_parameters({}, config, "inference"))
+    assert given == rcl_yaml.load(config.read_text()) | {"inference": {"ros__parameters": (
+        launch_plan.node_section(config, "inference") | {"use_sim_time": False})}}
     # a topic argument wins over the namespace
     given = launch_plan.topic_overrides(arguments | {"command_topic": "/arm/cmd"}, config,
                                         "inference")
@@ -261,11 +262,95 @@ def test_inference_remote_starts_only_camera_ingest_and_needs_the_robots_name():
 def test_the_fleet_server_gets_its_yaml_values_the_given_arguments_and_its_robots():
     config = launch_plan.config_file({"preset": "tiny"}, CONFIG)
     given = {"preset": "tiny", "dry_run": "false", "robots": "[alpha, beta]"}
-    assert launch_plan.fleet_parameters(given, config) == (
-        launch_plan.node_section(config, "inference")
-        | {"preset": "tiny", "dry_run": False, "robots": ["alpha", "beta"]})
+    assert rcl_yaml.load(launch_plan.fleet_parameters(given, config))["/inference"] == {
+        "ros__parameters": launch_plan.node_section(config, "inference") | {
+            "use_sim_time": False, "preset": "tiny", "dry_run": False,
+            "robots": ["alpha", "beta"]}}
     assert launch_plan.fleet_robots("alpha, beta") == ["alpha", "beta"]
     for bad, why in (("[]", "names no robot"), ("[a, a]", "named twice"),
                      ("[alpha, 2b]", "'2b'")):
         with pytest.raises(ValueError, match=why):
             launch_plan.fleet_parameters({"robots": bad}, config)
+
+
+# strings launch_ros would retype if given them in a dict: it reads each by YAML 1.1
+# (`yes` a bool) and writes `y` bare, which rcl reads as a bool (a list mixing types then)
+TRICKY = """
+/**:
+  ros__parameters:
+    use_sim_time: true
+camera_ingest:
+  ros__parameters:
+    camera_topics: ["/cameras/base/image_raw/compressed",
+                    "/cameras/left_wrist/image_raw/compressed"]
+    camera_names: ["base", "left_wrist"]
+    image_size: 28
+inference:
+  ros__parameters:
+    preset: tiny
+    camera_names: ["base", "left_wrist"]
+    joint_names: [x, "y", z, "n", "on", "1e-3"]
+    joint_lower_limits: [-1.0, -1.0, -1.0, -1.0, -1.0, -1.0]
+    joint_upper_limits: [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    default_instruction: "yes"
+"""
+
+
+def rcl_parameters(domain: int, path: Path, name: str, namespace: str = "") -> dict:
+    """What rcl gives a node of that name from the parameters file (public rclpy only)."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.node import Node
+
+    context = Context()
+    rclpy.init(args=["launch_plan_test", "--ros-args", "--params-file", str(path)],
+               context=context, domain_id=domain)
+    try:
+        node = Node(name, namespace=namespace, context=context,
+                    automatically_declare_parameters_from_overrides=True)
+        values = {key: parameter.value
+                  for key, parameter in node.get_parameters_by_prefix("").items()}
+        node.destroy_node()
+        return values
+    finally:
+        rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize("namespace", ["", "alpha"])
+def test_each_launched_node_gets_its_parameters_as_rcl_types_them(tmp_path, ros_domain,
+                                                                    namespace):
+    config = tmp_path / "robot.yaml"
+    config.write_text(TRICKY)
+    arguments = {"config_file": str(config), "namespace": namespace, "dry_run": "true"}
+    config = launch_plan.config_file(arguments, CONFIG)
+    written = tmp_path / "inference.yaml"
+    written.write_text(launch_plan.node_parameters(arguments, config, "inference"))
+    inference = rcl_parameters(ros_domain, written, "inference", namespace)
+    assert inference["joint_names"] == ["x", "y", "z", "n", "on", "1e-3"]
+    assert inference["default_instruction"] == "yes" and inference["dry_run"] is True
+    assert inference["use_sim_time"] is False     # the argument's default beats the YAML's /**
+    assert inference.get("observation_topic", "/oxygen/observation") == (
+        f"/{namespace}" if namespace else "") + "/oxygen/observation"   # else the code's
+    written.write_text(launch_plan.node_parameters(arguments | {"use_sim_time": "on"},
+                                                   config, "camera_ingest"))
+    ingest = rcl_parameters(ros_domain, written, "camera_ingest", namespace)
+    assert ingest["image_size"] == 28 and ingest["use_sim_time"] is True
+    assert ingest["camera_names"] == ["base", "left_wrist"]
+    assert ingest["camera_topics"][0] == (f"/{namespace}" if namespace else "") + \
+        "/cameras/base/image_raw/compressed"
+
+
+def test_a_renamed_fleet_server_gets_its_parameters_as_rcl_types_them(tmp_path, ros_domain):
+    config = tmp_path / "robot.yaml"
+    config.write_text(TRICKY)
+    arguments = {"config_file": str(config), "robots": "[alpha, beta]", "server": "rack_1",
+                 "use_sim_time": "true"}
+    written = tmp_path / "server.yaml"
+    written.write_text(launch_plan.fleet_parameters(arguments, config))
+    server = rcl_parameters(ros_domain, written, "rack_1")
+    assert server["robots"] == ["alpha", "beta"] and server["use_sim_time"] is True
+    assert server["joint_names"] == ["x", "y", "z", "n", "on", "1e-3"]
+    assert server["default_instruction"] == "yes" and server["preset"] == "tiny"
+    assert "robots" not in rcl_parameters(ros_domain, written, "inference")
+    with pytest.raises(ValueError, match="use_sim_time"):
+        launch_plan.fleet_parameters(arguments | {"use_sim_time": "maybe"}, config)
