@@ -15,13 +15,13 @@ launch_ros = pytest.importorskip(
     "launch_ros", reason="launch_ros is not installable from pip; this test runs on a ROS 2 install")
 
 
-def nodes_for(arguments: dict):
+def nodes_for(arguments: dict, launch_file: str = "humanoid.launch.py"):
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
 
     from launch import LaunchContext, LaunchDescription
 
-    spec = importlib.util.spec_from_file_location("humanoid_launch",
-                                                  REPO / "launch" / "humanoid.launch.py")
+    spec = importlib.util.spec_from_file_location(launch_file.split(".")[0],
+                                                  REPO / "launch" / launch_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     description = module.generate_launch_description()
@@ -71,3 +71,11 @@ def test_a_namespaced_robot_finds_its_section_under_its_full_name():
     section = parameters_of(ingest)["/alpha/camera_ingest"]["ros__parameters"]
     assert section["image_size"] == 28
     assert section["joint_state_topic"] == "/alpha/joint_states"
+
+
+def test_the_fleet_server_finds_its_section_under_its_own_name():
+    _, (server,) = nodes_for({"robots": "[alpha, beta]", "server": "rack_1", "preset": "tiny"},
+                             "fleet.launch.py")
+    assert server.node_executable == "inference"
+    section = parameters_of(server)["/rack_1"]["ros__parameters"]
+    assert section["robots"] == ["alpha", "beta"] and section["preset"] == "tiny"
