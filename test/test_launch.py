@@ -61,8 +61,7 @@ def test_given_arguments_override_and_the_preset_picks_its_config():
     inference = next(n for n in nodes if n.node_executable == "inference")
     tiny = yaml.safe_load((REPO / "config" / "humanoid_tiny.yaml").read_text())
     assert parameters_of(inference)["inference"]["ros__parameters"] == (
-        tiny["inference"]["ros__parameters"] | {"use_sim_time": False, "preset": "tiny",
-                                                 "dry_run": False})
+        tiny["inference"]["ros__parameters"] | {"preset": "tiny", "dry_run": False})
 
 
 def test_a_namespaced_robot_finds_its_section_under_its_full_name():

@@ -43,7 +43,8 @@ MODEL_ARGUMENTS = {
     "dry_run": ("", "true: publish no commands or trajectories (default: the YAML's)"),
     "autostart": ("", "false: leave the inference node unconfigured for a lifecycle manager "
                       "(default: the YAML's, true)"),
-    "use_sim_time": ("false", "use /clock (true when replaying bags with --clock)"),
+    "use_sim_time": ("", "true: use /clock, when replaying bags with --clock (default: the "
+                         "YAML's, false)"),
 }
 INFERENCE_PLACES = ("local", "remote")
 # a section name this near a node's (difflib's ratio) is warned of as a typo: 'inferense'
@@ -241,6 +242,12 @@ def boolean(arguments: Mapping[str, str], name: str, default: str = "false") -> 
     return value in TRUE
 
 
+def sim_time(arguments: Mapping[str, str]) -> dict:
+    """use_sim_time when the argument is given (else the YAML's, or rclpy's false)."""
+    given = arguments.get("use_sim_time", "")
+    return {"use_sim_time": boolean(arguments, "use_sim_time")} if given else {}
+
+
 def on_node_exit(arguments: Mapping[str, str]) -> str:
     """What the launch does when a node process ends: 'respawn' it or 'shutdown' all."""
     return "respawn" if boolean(arguments, "respawn") else "shutdown"
@@ -317,12 +324,11 @@ def fleet_robots(value: str) -> list[str]:
 
 def node_parameters(arguments: Mapping[str, str], config: Path, node: str) -> str:
     """The parameters YAML humanoid.launch.py gives a node (with_overrides): the config's,
-    with use_sim_time, what the arguments override (inference: the overridable arguments)
+    with what the arguments override (use_sim_time; inference: the overridable arguments)
     and its topics set in its section, which a namespaced node finds under its full name."""
     namespace = robot_namespace(arguments)
     given = inference_overrides(arguments) if node == "inference" else {}
-    values = ({"use_sim_time": boolean(arguments, "use_sim_time")} | given
-              | topic_overrides(arguments, config, node))
+    values = sim_time(arguments) | given | topic_overrides(arguments, config, node)
     return with_overrides(config, {node: values},
                           {node: f"/{namespace}/{node}"} if namespace else {})
 
@@ -330,9 +336,8 @@ def node_parameters(arguments: Mapping[str, str], config: Path, node: str) -> st
 def fleet_parameters(arguments: Mapping[str, str], config: Path) -> str:
     """The parameters YAML fleet.launch.py gives its inference server (a node named by
     server:=, under which the config's inference section is set): the config's, with
-    use_sim_time, the overridable arguments and the robots set in that section."""
+    use_sim_time if given, the overridable arguments and the robots set in that section."""
     server = arguments.get("server", "") or "inference"
-    values = ({"use_sim_time": boolean(arguments, "use_sim_time")}
-              | inference_overrides(arguments)
+    values = (sim_time(arguments) | inference_overrides(arguments)
               | {"robots": fleet_robots(arguments.get("robots", ""))})
     return with_overrides(config, {"inference": values}, {"inference": f"/{server}"})

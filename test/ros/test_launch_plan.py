@@ -234,10 +234,11 @@ def test_a_named_robot_has_every_topic_under_its_namespace_where_a_fleet_server_
     # a namespaced node finds its YAML section and its topics under its full name
     given = rcl_yaml.load(launch_plan.node_parameters(arguments, config, "inference"))
     assert "inference" not in given and given["/alpha/inference"]["ros__parameters"] == (
-        launch_plan.node_section(config, "inference") | {"use_sim_time": False} | inference)
-    given = rcl_yaml.load(launch_plan.node_parameters({}, config, "inference"))
+        launch_plan.node_section(config, "inference") | inference)
+    given = rcl_yaml.load(launch_plan.node_parameters({"use_sim_time": "true"}, config,
+                                                      "inference"))
     assert given == rcl_yaml.load(config.read_text()) | {"inference": {"ros__parameters": (
-        launch_plan.node_section(config, "inference") | {"use_sim_time": False})}}
+        launch_plan.node_section(config, "inference") | {"use_sim_time": True})}}
     # a topic argument wins over the namespace
     given = launch_plan.topic_overrides(arguments | {"command_topic": "/arm/cmd"}, config,
                                         "inference")
@@ -264,7 +265,7 @@ def test_the_fleet_server_gets_its_yaml_values_the_given_arguments_and_its_robot
     given = {"preset": "tiny", "dry_run": "false", "robots": "[alpha, beta]"}
     assert rcl_yaml.load(launch_plan.fleet_parameters(given, config))["/inference"] == {
         "ros__parameters": launch_plan.node_section(config, "inference") | {
-            "use_sim_time": False, "preset": "tiny", "dry_run": False,
+            "preset": "tiny", "dry_run": False,
             "robots": ["alpha", "beta"]}}
     assert launch_plan.fleet_robots("alpha, beta") == ["alpha", "beta"]
     for bad, why in (("[]", "names no robot"), ("[a, a]", "named twice"),
@@ -328,13 +329,13 @@ def test_each_launched_node_gets_its_parameters_as_rcl_types_them(tmp_path, ros_
     inference = rcl_parameters(ros_domain, written, "inference", namespace)
     assert inference["joint_names"] == ["x", "y", "z", "n", "on", "1e-3"]
     assert inference["default_instruction"] == "yes" and inference["dry_run"] is True
-    assert inference["use_sim_time"] is False     # the argument's default beats the YAML's /**
+    assert inference["use_sim_time"] is True      # the YAML's /**, no argument given
     assert inference.get("observation_topic", "/oxygen/observation") == (
         f"/{namespace}" if namespace else "") + "/oxygen/observation"   # else the code's
-    written.write_text(launch_plan.node_parameters(arguments | {"use_sim_time": "on"},
+    written.write_text(launch_plan.node_parameters(arguments | {"use_sim_time": "off"},
                                                    config, "camera_ingest"))
     ingest = rcl_parameters(ros_domain, written, "camera_ingest", namespace)
-    assert ingest["image_size"] == 28 and ingest["use_sim_time"] is True
+    assert ingest["image_size"] == 28 and ingest["use_sim_time"] is False   # given: it wins
     assert ingest["camera_names"] == ["base", "left_wrist"]
     assert ingest["camera_topics"][0] == (f"/{namespace}" if namespace else "") + \
         "/cameras/base/image_raw/compressed"
@@ -344,11 +345,11 @@ def test_a_renamed_fleet_server_gets_its_parameters_as_rcl_types_them(tmp_path, 
     config = tmp_path / "robot.yaml"
     config.write_text(TRICKY)
     arguments = {"config_file": str(config), "robots": "[alpha, beta]", "server": "rack_1",
-                 "use_sim_time": "true"}
+                 "use_sim_time": "false"}
     written = tmp_path / "server.yaml"
     written.write_text(launch_plan.fleet_parameters(arguments, config))
     server = rcl_parameters(ros_domain, written, "rack_1")
-    assert server["robots"] == ["alpha", "beta"] and server["use_sim_time"] is True
+    assert server["robots"] == ["alpha", "beta"] and server["use_sim_time"] is False
     assert server["joint_names"] == ["x", "y", "z", "n", "on", "1e-3"]
     assert server["default_instruction"] == "yes" and server["preset"] == "tiny"
     assert "robots" not in rcl_parameters(ros_domain, written, "inference")
