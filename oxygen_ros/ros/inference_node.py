@@ -248,6 +248,9 @@ class InferenceNode(LifecycleNode):
         for port in self._ports.values():
             port.destroy()
         super().destroy_node()
+        # rclpy's LifecycleNode.destroy_node leaves its state machine, which holds the rcl
+        # node: the node would stay in the graph until this object is garbage-collected
+        self._state_machine.destroy_when_not_in_use()
 
 
 def main(args=None) -> int:

@@ -99,15 +99,21 @@ def test_control_timer_holds_50_hz_and_requests_are_answered_with_a_busy_engine(
         feeder.destroy_node()
 
 
-def test_shutdown_stops_the_engine_thread(rclpy_context):
+def test_shutdown_stops_the_engine_thread_and_the_node_leaves_the_graph(rclpy_context):
+    observer = Node("observer", context=rclpy_context)
     node = InferenceNode(context=rclpy_context, cli_args=[
         "--ros-args", "-p", "preset:=tiny", "-p", "joint_names:=['a']",
         "-p", "joint_lower_limits:=[-1.0]", "-p", "joint_upper_limits:=[1.0]",
         "-p", "action_dt_s:=0.1"])
     thread = node._thread
     assert thread.is_alive()
+    assert "inference" in observer.get_node_names()
     node.destroy_node()
     assert not thread.is_alive()
+    # while the object lives on (a test's frame, a supervisor that keeps it): rclpy's own
+    # LifecycleNode.destroy_node would leave it in the graph until garbage collection
+    assert "inference" not in observer.get_node_names()
+    observer.destroy_node()
 
 
 def test_a_plan_too_short_for_the_blend_is_refused_at_start_with_the_numbers(rclpy_context):
