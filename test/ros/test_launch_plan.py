@@ -29,8 +29,9 @@ def test_an_argument_overrides_the_yaml_only_when_given(tmp_path, given, user_ya
         arguments["config_file"] = str(mine)
     config = launch_plan.config_file(arguments, CONFIG)
     overrides = launch_plan.inference_overrides(arguments)
-    # what the node ends with: the YAML, then the overrides (as launch_ros applies them)
-    final = yaml.safe_load(config.read_text())["inference"]["ros__parameters"] | overrides
+    # what the node is given: the one YAML humanoid.launch.py writes for it
+    final = rcl_yaml.load(launch_plan.node_parameters(arguments, config, "inference"))[
+        "inference"]["ros__parameters"]
     expected_yaml = yaml.safe_load((mine if user_yaml else CONFIG / launch_plan.PRESET_CONFIGS[
         given.get("preset", "small")]).read_text())["inference"]["ros__parameters"]
     for name in ("preset", "checkpoint", "tokenizer", "dry_run"):
