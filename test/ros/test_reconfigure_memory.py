@@ -29,10 +29,15 @@ def test_twenty_configure_cleanup_cycles_keep_the_process_memory_flat(
             transition(Transition.TRANSITION_CONFIGURE)
             chunks = len(probe.chunks)
             assert probe.spin(60.0, until=lambda: len(probe.chunks) >= chunks + 3)
+            # a volatile request reaches only readers matched when it is sent: wait for this
+            # configure's (under taskset one request went before, and was never answered)
+            assert probe.spin(60.0, until=lambda: probe.requests.get_subscription_count() > 0)
             finals = sum(m.final for m in probe.dialogue)
             probe.requests.publish(String(data=f"what do you see? {cycle}"))
             assert probe.spin(60.0, until=lambda: sum(m.final for m in probe.dialogue) > finals)
             transition(Transition.TRANSITION_CLEANUP)
+            # the cleanup's reader gone, so the wait above is for the next configure's
+            assert probe.spin(60.0, until=lambda: probe.requests.get_subscription_count() == 0)
             sizes.append(rss_mb(node.pid))
         shown = " ".join(f"{s:.1f}" for s in sizes)
         assert sizes[-1] - sizes[WARM_UP - 1] < BOUND_MB, shown
