@@ -234,9 +234,9 @@ def inference_overrides(arguments: Mapping[str, str]) -> dict:
     return overrides
 
 
-def boolean(arguments: Mapping[str, str], name: str, default: str = "false") -> bool:
-    """The boolean launch argument `name` (true/false, yes/no, on/off, 1/0)."""
-    value = (arguments.get(name, "") or default).lower()
+def boolean(arguments: Mapping[str, str], name: str) -> bool:
+    """The boolean launch argument `name` (true/false, yes/no, on/off, 1/0; unset: false)."""
+    value = (arguments.get(name, "") or "false").lower()
     if value not in TRUE + FALSE:
         raise ValueError(f"{name}:={arguments[name]!r} is not a boolean (true or false)")
     return value in TRUE
