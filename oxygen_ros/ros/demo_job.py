@@ -153,7 +153,8 @@ def start_servers(ros_args: list, robots: list[str], directory: Path, separate: 
 
 def start_ingests(ros_args: list, robots: list[str], directory: Path, output=None) -> list:
     """Each robot's camera_ingest under /<robot> with its topics there (as `humanoid.launch.py
-    namespace:=<robot> inference:=remote` runs it), its YAML section under its full name."""
+    namespace:=<robot> inference:=remote` runs it), given one YAML: the run's, with the topics
+    set and its section moved to its full name (the run's other -p are the inference node's)."""
     config = _config(ros_args)
     ingests = []
     for robot in robots:
@@ -162,8 +163,8 @@ def start_ingests(ros_args: list, robots: list[str], directory: Path, output=Non
         robot_yaml.write_text(launch_plan.with_overrides(
             config, {"camera_ingest": topics}, {"camera_ingest": f"/{robot}/camera_ingest"}))
         ingests.append(subprocess.Popen(
-            node_command("camera_ingest", "camera_ingest") + ros_args
-            + ["--params-file", str(robot_yaml), "-r", f"__ns:=/{robot}"],
+            node_command("camera_ingest", "camera_ingest")
+            + ["--ros-args", "--params-file", str(robot_yaml), "-r", f"__ns:=/{robot}"],
             stdout=output, stderr=output))
     return ingests
 

@@ -114,6 +114,35 @@ def test_a_parameter_given_with_another_type_than_the_files_still_wins(processes
     assert run.returncode == 0, output[-3000:]
 
 
+def test_each_robots_ingest_takes_the_runs_overrides_under_its_namespace(processes, tmp_path,
+                                                                         monkeypatch):
+    """The fleet demo's camera_ingests (demo_job.start_ingests): a -p for camera_ingest
+    reaches /alpha/camera_ingest and /beta/camera_ingest, each on its robot's topics."""
+    from oxygen_ros.cli.options import chosen_config, node_parameter, node_ros_args
+    from oxygen_ros.ros.demo_job import start_ingests
+
+    arguments = {"preset": "tiny"}
+    ros_args = node_ros_args(arguments, chosen_config(arguments),
+                             [node_parameter("camera_ingest:image_size:=96")])
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(processes.domain))
+    log = tmp_path / "ingests.log"
+    with log.open("w") as output:
+        ingests = start_ingests(ros_args, ["alpha", "beta"], tmp_path, output)
+    try:
+        deadline = time.monotonic() + 120.0
+        while (log.read_text().count("camera_ingest]: cameras ") < 2
+               and time.monotonic() < deadline
+               and all(ingest.poll() is None for ingest in ingests)):
+            time.sleep(0.1)
+    finally:
+        stop_children(ingests)
+    text = log.read_text()
+    for robot in ("alpha", "beta"):
+        line = next((line for line in text.splitlines()
+                     if f"[{robot}.camera_ingest]: cameras " in line), text[-3000:])
+        assert f"-> /{robot}/oxygen/observation at 96px" in line, line
+
+
 @pytest.mark.parametrize("args, reason", [
     (("-p", "temperature:=hot"), "temperature must be a number, not 'hot'"),
     (("-p", "control_rate_hz:=-5.0"), "control_rate_hz out of range"),
