@@ -385,3 +385,24 @@ def test_preset_picks_the_yaml_the_launch_plan_picks(verb, preset):
     assert ros_args[2:4] == ["--params-file",
                              str(launch_plan.config_file({"preset": launched}, config))]
     assert (f"inference:preset:={launched}" in ros_args) == bool(launched)
+
+
+@pytest.mark.parametrize("verb", ["run", "demo", "bench-fleet"])
+def test_a_config_without_preset_runs_the_yamls_preset_as_the_launch_file_does(verb):
+    """`demo --config humanoid.yaml` runs the YAML's `small`, not the demo's default preset."""
+    from oxygen_ros.cli import build_parser
+    from oxygen_ros.cli.demo import demo_configuration
+    from oxygen_ros.cli.options import chosen_config, launch_arguments, node_ros_args
+
+    config = Path(__file__).resolve().parent.parent / "config" / "humanoid.yaml"
+    args = build_parser().parse_args([verb, "--config", str(config)])
+    arguments = launch_arguments(args)
+    assert arguments == {"config_file": str(config)}
+    assert node_ros_args(arguments, chosen_config(arguments), args.param) == [
+        "oxygen-ros", "--ros-args", "--params-file", str(config)]
+    if verb != "run":
+        assert demo_configuration(args).node_args == [
+            "oxygen-ros", "--ros-args", "--params-file", str(config), "-p",
+            "inference:dry_run:=false"]
+    given = build_parser().parse_args([verb, "--config", str(config), "--preset", "tiny"])
+    assert launch_arguments(given)["preset"] == "tiny"

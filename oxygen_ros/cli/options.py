@@ -97,11 +97,13 @@ def add_node_options(command: argparse.ArgumentParser, preset: str = "") -> None
                                           "not exist stops the start (default: the preset's "
                                           "shipped YAML, as ros2 launch ... preset:=NAME "
                                           "picks it)")
-    command.add_argument("--preset", default=preset or None,
+    command.add_argument("--preset",
                          help="model preset of the inference node: small, tiny, pi05 or demo; "
                               "without --config it also picks the YAML (humanoid.yaml, "
                               "humanoid_tiny.yaml, humanoid_pi05.yaml, humanoid_demo.yaml; "
-                              f"default: {preset or 'the YAML says, else small'})")
+                              "default: " + (f"{preset}, or with --config the YAML's"
+                                             if preset else "the YAML's, else small") + ")")
+    command.set_defaults(default_preset=preset)
     command.add_argument("--dry-run", dest="dry_run", action="store_true", default=None,
                          help="publish no commands or trajectories")
     command.add_argument("--no-dry-run", dest="dry_run", action="store_false")
@@ -140,7 +142,8 @@ def node_parameter(text: str) -> tuple[str, str, object]:
 
 def launch_arguments(args: argparse.Namespace, **defaults: str) -> dict[str, str]:
     """The launch file's arguments these options stand for (`defaults` where not given)."""
-    given = {"config_file": args.config or "", "preset": args.preset or ""}
+    given = {"config_file": args.config or "",
+             "preset": args.preset or ("" if args.config else args.default_preset)}
     if args.dry_run is not None:
         given["dry_run"] = str(args.dry_run).lower()
     return defaults | {name: value for name, value in given.items() if value}
