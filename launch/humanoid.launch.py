@@ -2,13 +2,13 @@
 
 Each parameter is the code's default (docs/parameters.md) unless config_file (default:
 the preset's shipped YAML, config/humanoid.yaml for small; one that does not exist is an
-error) sets it; the arguments preset,
-checkpoint, tokenizer, dry_run and autostart override both, only when given. When a node
-exits, the whole launch shuts down (respawn:=true restarts it instead). Also: use_sim_time,
-and the joint states and command output topics. A robot of a fleet: namespace:=<robot>
-puts both nodes under /<robot> and every topic under /<robot>/, and inference:=remote
-starts only camera_ingest (fleet.launch.py starts the server). The decisions live in
-oxygen_ros.ros.launch_plan (tested without launch_ros)."""
+error) sets it; the arguments preset, checkpoint, tokenizer, dry_run and autostart override
+both, only when given. When a node exits, the whole launch shuts down (respawn:=true
+restarts it instead). Also: use_sim_time, and the joint states and command output topics.
+A robot of a fleet: namespace:=<robot> puts both nodes under /<robot> and every topic but
+/diagnostics under /<robot>/, and inference:=remote starts only camera_ingest
+(fleet.launch.py starts the server). The decisions live in oxygen_ros.ros.launch_plan
+(tested without launch_ros)."""
 
 from pathlib import Path
 
@@ -33,7 +33,8 @@ ARGUMENTS = {
     "trajectory_topic": ("", "JointTrajectory per chunk (default: the YAML's, "
                              "/oxygen/joint_trajectory, under the namespace)"),
     "namespace": ("", "this robot's name in a fleet: both nodes under /<name>, every topic "
-                      "under /<name>/ (a fleet server's robots list names it)"),
+                      "but /diagnostics under /<name>/ (a fleet server's robots list "
+                      "names it)"),
     "inference": ("local", "local: start inference here; remote: only camera_ingest, for a "
                            "fleet server elsewhere (needs namespace)"),
 }
