@@ -90,7 +90,7 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
     if not (width.isdigit() and height.isdigit() and int(width) > 0 and int(height) > 0):
         return usage_error("make-demo-bag", f"--size {args.size!r}: expected WIDTHxHEIGHT, "
                                             "e.g. 640x480")
-    from oxygen_ros.ros.image_conversion import MAX_PIXELS
+    from oxygen_ros.ros.node_parameters import MAX_PIXELS
 
     if int(width) * int(height) > MAX_PIXELS:
         return usage_error("make-demo-bag", f"--size {args.size}: more than the {MAX_PIXELS} "

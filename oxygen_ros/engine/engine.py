@@ -25,7 +25,8 @@ from oxygen_ros.engine.memory_task import MemoryTask
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.outputs import ActionChunk, FrameReport, TextChunk
 from oxygen_ros.engine.request import COMPLETED, LanguageRequest, Status
-from oxygen_ros.engine.robot import Robot, robot_names
+from oxygen_ros.engine.robot import Robot
+from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.normalization import Normalization
 from oxygen_ros.model.pi05 import Pi05Model

@@ -14,6 +14,8 @@ import struct
 import cv2
 import numpy as np
 
+from oxygen_ros.ros.node_parameters import MAX_PIXELS
+
 try:  # cv_bridge is used where a ROS 2 install provides it; the numpy path is the fallback.
     from cv_bridge import CvBridge
     _BRIDGE = CvBridge()
@@ -31,7 +33,6 @@ ENCODINGS = {
 }
 
 
-MAX_PIXELS = 4096 * 4096        # default limit: above every real camera, below a bomb
 MAX_ASPECT = 16.0               # a longer side more than this times the shorter one
 MAX_HEADER_SEGMENTS = 64        # markers before the frame header; real JPEGs have under 20
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -24,7 +24,7 @@ from typing import Mapping
 
 import yaml
 
-from oxygen_ros.engine.robot import robot_names
+from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.ros import rcl_yaml
 from oxygen_ros.ros.node_parameters import NODE_SPECS
 from oxygen_ros.ros.robot_topics import robot_topic

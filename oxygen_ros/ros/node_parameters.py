@@ -5,12 +5,12 @@ from dataclasses import dataclass
 
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.parameters import Spec, build, check_all, parameter, specs
-from oxygen_ros.engine.robot import robot_names
+from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.model.config import PREFIX_ATTENTION, PRESETS
 from oxygen_ros.model.precision import DTYPE_NAMES
-from oxygen_ros.ros.image_conversion import MAX_PIXELS
 
 JOINTS = 14
+MAX_PIXELS = 4096 * 4096        # default limit: above every real camera, below a bomb
 
 
 @dataclass(frozen=True)
