@@ -5,6 +5,8 @@ would not take (a typo, a wrong type, broken syntax) stops the start saying why.
 
 import itertools
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -356,3 +358,34 @@ def test_a_renamed_fleet_server_gets_its_parameters_as_rcl_types_them(tmp_path, 
     assert "robots" not in rcl_parameters(ros_domain, written, "inference")
     with pytest.raises(ValueError, match="use_sim_time"):
         launch_plan.fleet_parameters(arguments | {"use_sim_time": "maybe"}, config)
+
+
+def test_the_launch_decisions_need_only_pyyaml():
+    """`ros2 launch` runs the launch file in the ROS install's own Python, where torch and
+    the other model libraries may be absent (installed in a venv for the nodes only)."""
+    probe = r'''
+import sys
+from pathlib import Path
+
+HEAVY = ("torch", "numpy", "cv2", "tqdm", "safetensors", "sentencepiece", "triton", "rclpy")
+
+
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HEAVY:
+            raise ModuleNotFoundError(f"{name} is not in the launching Python")
+
+
+sys.meta_path.insert(0, Absent())
+from oxygen_ros.ros import launch_plan
+
+arguments = {"namespace": "alpha", "preset": "tiny", "dry_run": "false"}
+config = launch_plan.config_file(arguments, Path(sys.argv[1]))
+print(launch_plan.node_parameters(arguments, config, "camera_ingest"))
+print(launch_plan.fleet_parameters({"robots": "[alpha, beta]", "server": "rack"}, config))
+'''
+    result = subprocess.run([sys.executable, "-c", probe, str(CONFIG)], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "'/alpha/camera_ingest':" in result.stdout, result.stdout
+    assert "'/rack':" in result.stdout and "- 'beta'" in result.stdout, result.stdout
