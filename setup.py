@@ -20,6 +20,7 @@ setup(
         ("share/oxygen_ros/launch", ["launch/humanoid.launch.py", "launch/fleet.launch.py"]),
         ("share/oxygen_ros/config", ["config/humanoid.yaml"]),
     ],
-    install_requires=["torch>=2.4", "numpy", "safetensors"],
+    install_requires=["torch>=2.4", "numpy", "safetensors", "opencv-python-headless",
+                      "tqdm"],
     entry_points={"console_scripts": ["oxygen-ros = oxygen_ros.cli:main"]},
 )
