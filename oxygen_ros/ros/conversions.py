@@ -95,8 +95,9 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
     if len(images) < len(camera_names):
         problems.append("missing_camera")
 
-    if len(msg.state.position) != len(msg.state.name):
-        problems.append("joint_state_mismatch")
+    names = list(msg.state.name)
+    if len(msg.state.position) != len(names) or len(set(names)) != len(names):
+        problems.append("joint_state_mismatch")      # a name twice: its last value is used
     positions = dict(zip(msg.state.name, msg.state.position))
     if joint_names:
         if set(joint_names) - set(positions):

@@ -36,6 +36,10 @@ def test_state_follows_the_configured_joint_order_and_names_problems():
         message(names=["c", "a", "x"], positions=(3.0, float("nan"), 9.0)), CAMERAS, JOINTS, "")
     np.testing.assert_allclose(decoded.observation.state, [0.0, 0.0, 3.0])
     assert decoded.problems == ["joint_names_mismatch", "non_finite_state"]
+    twice = conversions.observation_from_msg(
+        message(names=["a", "b", "a", "c"], positions=(1.0, 2.0, 4.0, 3.0)), CAMERAS, JOINTS, "")
+    np.testing.assert_allclose(twice.observation.state, [4.0, 2.0, 3.0])
+    assert twice.problems == ["joint_state_mismatch"]
 
 
 def test_unusable_cameras_are_dropped_and_named():
