@@ -1,5 +1,5 @@
 # oxygen_ros — fresh-machine setup, the main job and the tests.
-#   make run    set everything up, then run the main job (CPU default preset)
+#   make run    set everything up, then run the main job (the trained demo model on CPU)
 #   make test   set everything up, then run the whole test suite
 # Setup is cached: the venv is updated only when a requirements file changes, the messages
 # only when msg/ or the build files change; a second run takes seconds.

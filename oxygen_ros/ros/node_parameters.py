@@ -163,8 +163,9 @@ class IngestParameters:
                                         "was trained); stretch", choices=("pad", "stretch"))
     sync_slop_s: float = parameter(0.025, "cameras and joint state pair when stamps differ "
                                           "by at most this", range=(0.0, 10.0))
-    max_delay_s: float = parameter(0.1, "wait at most this long for a late camera, then "
-                                        "leave it out", range=(0.0, 10.0))
+    max_delay_s: float = parameter(0.1, "wait at most this long (in the first camera's "
+                                        "stamps) for a late camera, then leave it out",
+                                   range=(0.0, 10.0))
     max_age_s: float = parameter(1.0, "drop sensor messages stamped more than this in the "
                                       "past or future (frames also after their decode); "
                                       "joint states are kept this long plus max_delay_s "
