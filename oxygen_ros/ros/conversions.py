@@ -98,7 +98,7 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
     names = list(msg.state.name)
     if len(msg.state.position) != len(names) or len(set(names)) != len(names):
         problems.append("joint_state_mismatch")      # a name twice: its last value is used
-    positions = dict(zip(msg.state.name, msg.state.position))
+    positions = dict(zip(names, msg.state.position))
     if joint_names:
         if set(joint_names) - set(positions):
             problems.append("joint_names_mismatch")
