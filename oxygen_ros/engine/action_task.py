@@ -87,8 +87,9 @@ def run_together(tasks: Sequence[ActionTask], tables: Sequence[PageTable], cache
                  graphs: Sequence["GuidedActionRunner"] = ()) -> list[np.ndarray]:
     """One batched action-expert pass for several tasks (robots), row i reading tables[i]
     and continuing tasks[i]'s own plan: each chunk is the one tasks[i].run would make
-    alone (same noise, same guidance). Each becomes its task's plan in force. `graphs`:
-    the guided loop as CUDA graphs, smallest first; the first that fits runs it."""
+    alone (same noise, same guidance). Each finite one becomes its task's plan in force (a
+    NaN or inf one is dropped downstream, and RTC would spread it to every later chunk).
+    `graphs`: the guided loop as CUDA graphs, smallest first; the first that fits runs it."""
     model = tasks[0].model
     noise = torch.cat([task.noise(frame_id) for task, frame_id in zip(tasks, frame_ids)]).to(
         model.device)       # the guide is made where the noise is
@@ -111,6 +112,7 @@ def run_together(tasks: Sequence[ActionTask], tables: Sequence[PageTable], cache
     for task, row, stamp, chunk in zip(tasks, rows, stamps, chunks):
         task.inference_delay = 0 if row is None else row[1]
         if stamp is not None:
-            task.plan = (chunk, stamp)
             task.guided = row is not None
+            if bool(torch.isfinite(chunk).all()):
+                task.plan = (chunk, stamp)
     return [chunk.numpy() for chunk in chunks]

@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
 
+import numpy as np
+
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.cache.page_table import PageTable
 from oxygen_ros.engine.action_task import ActionTask
@@ -271,11 +273,13 @@ class EngineCore:
     def emit_chunk(self, frame_id: int, observation: Observation, actions, start: float,
                    began: float) -> ActionChunk:
         """The frame's chunk is out: it becomes the plan in force (late if it arrived after
-        the previous plan needed its successor)."""
+        the previous plan needed its successor) unless it holds NaN or inf, which the node
+        drops (non_finite_chunk) and the plan in force stays."""
         robot = self.robot_of(observation.robot)
         arrival = self.clock.now()
         robot.timing.observe_action_path(arrival - began)
-        late = robot.timing.chunk_arrived(observation.stamp, arrival)
+        late = bool(np.isfinite(actions).all()) and robot.timing.chunk_arrived(
+            observation.stamp, arrival)
         actions = self.normalization.unnormalize_actions(actions)
         guided = robot.actions.guided
         frozen = robot.actions.inference_delay if guided else 0

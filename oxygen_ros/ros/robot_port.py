@@ -195,9 +195,9 @@ class RobotPort:
             self.problems.warn("deadline_miss", f"{self.label()}chunk {chunk.frame_id} took "
                                f"{chunk.latency_s * 1e3:.0f} ms and arrived after the plan in "
                                "force needed its successor")
-        actions = chunk.actions[:, :len(self.joint_names)]
-        if not np.isfinite(actions).all():
+        if not np.isfinite(chunk.actions).all():     # the engine keeps the plan in force too
             return self.bad_input("non_finite_chunk", f"frame {chunk.frame_id} dropped")
+        actions = chunk.actions[:, :len(self.joint_names)]
         now = self.node.get_clock().now().nanoseconds * 1e-9
         self.control.send(control_link.plan_message(actions, stamp, self.action_dt, now))
         self.chunk_pub.publish(conversions.action_chunk_msg(

@@ -1,6 +1,7 @@
 """Real-Time Chunking: the published schedules and guidance weight, the plain sampler when
 guidance is off, the vector-Jacobian product against finite differences, the frozen steps
-of a guided chunk, the plan's re-indexing, and language unchanged by it."""
+of a guided chunk, the plan's re-indexing, what a NaN chunk leaves of the plan, and
+language unchanged by it."""
 
 import math
 
@@ -223,3 +224,41 @@ def test_cross_frame_batching_with_rtc_gives_the_same_language_as_crossfade(tiny
     different = [np.abs(a.actions - b.actions).max() > 1e-4
                  for a, b in zip(rtc_events.chunks[1:], fade_events.chunks[1:])]
     assert all(different)
+
+
+class NaNVelocity:
+    """The real model; while `poisoned`, the denoiser's velocity holds a NaN, as a broken
+    model's would."""
+
+    def __init__(self, model):
+        self._model, self.poisoned = model, False
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def velocity(self, *args, **kwargs):
+        velocity = self._model.velocity(*args, **kwargs)
+        if self.poisoned:
+            velocity = velocity.clone()
+            velocity[0, 0, 0] = float("nan")
+        return velocity
+
+
+def test_a_nan_chunk_is_not_the_plan_and_the_next_chunk_continues_the_one_in_force(tiny_model):
+    model = NaNVelocity(tiny_model)
+    engine = OxygenEngine(model, config(memory_period_s=0))
+    events = Events(engine)
+    frames = stream(6)
+    for observation in frames[:2]:
+        engine.step(observation)
+    in_force = engine.robot.actions.plan
+    model.poisoned = True
+    engine.step(frames[2])
+    model.poisoned = False
+    assert not np.isfinite(events.chunks[2].actions).all() and not events.chunks[2].late
+    assert engine.robot.actions.plan is in_force                    # the node drops it too
+    assert engine.robot.timing.plan_stamp == frames[1].stamp
+    for observation in frames[3:]:
+        engine.step(observation)
+    assert all(c.rtc and np.isfinite(c.actions).all() for c in events.chunks[3:])
+
