@@ -36,7 +36,7 @@ class FrameLoop:
             robot = engine.robot_of(name)
             if observation is None or robot.refused:
                 if self.last_stamps.pop(name, None) is not None:
-                    robot.timing.reset()      # actions stopped: the next chunk starts anew
+                    robot.stop_actions()
                 continue
             planned = name in self.last_stamps and robot.next_frame_at is not None
             due[name] = robot.next_frame_at if planned else -float("inf")

@@ -23,3 +23,9 @@ class Robot:
     next_frame_at: Optional[float] = None      # engine clock; None before its first frame
     refused: str = ""                          # why admission refused it ("": served)
     times_shed: int = 0                        # by admission at run time
+
+    def stop_actions(self) -> None:
+        """No fresh observation: the robot's commands stopped, so its next chunk starts a
+        new plan instead of continuing the abandoned one."""
+        self.timing.reset()
+        self.actions.plan = None

@@ -1,7 +1,7 @@
 """Real-Time Chunking: the published schedules and guidance weight, the plain sampler when
 guidance is off, the vector-Jacobian product against finite differences, the frozen steps
-of a guided chunk, the plan's re-indexing, what a NaN chunk leaves of the plan, and
-language unchanged by it."""
+of a guided chunk, the plan's re-indexing, what a NaN chunk or stopped actions leave of the
+plan, and language unchanged by it."""
 
 import math
 
@@ -15,6 +15,7 @@ from oxygen_ros.engine import rtc
 from oxygen_ros.engine.action_stream import ActionStream
 from oxygen_ros.engine.action_task import ActionTask
 from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.engine.frame_loop import FrameLoop
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.model.config import preset
 from oxygen_ros.model.pi05 import Pi05Model
@@ -262,3 +263,14 @@ def test_a_nan_chunk_is_not_the_plan_and_the_next_chunk_continues_the_one_in_for
         engine.step(observation)
     assert all(c.rtc and np.isfinite(c.actions).all() for c in events.chunks[3:])
 
+
+def test_once_actions_stop_the_next_chunk_starts_a_new_plan(tiny_model):
+    engine = OxygenEngine(tiny_model, config(memory_period_s=0))
+    events = Events(engine)
+    loop = FrameLoop(engine)
+    frames = stream(3)
+    loop.run_once(frames[0])
+    loop.run_once(None)              # no fresh observation: the node's watchdog stopped it
+    assert engine.robot.actions.plan is None and engine.robot.timing.plan_stamp is None
+    loop.run_once(frames[1])         # within the abandoned plan's horizon
+    assert [c.rtc for c in events.chunks] == [False, False]
