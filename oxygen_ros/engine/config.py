@@ -27,7 +27,9 @@ class EngineConfig:
                                        range=(1, 100_000))
     memory_period_s: float = parameter(10.0, "episodic memory period (0.1 Hz); 0 turns it off",
                                        range=(0.0, 1e6))
-    max_request_tokens: int = parameter(256, "longer dialogue text is cut (and counted)",
+    max_request_tokens: int = parameter(256, "max tokens of a dialogue prompt (template and "
+                                        "text); a longer one loses the end of its text, "
+                                        "not the cue to answer (counted)",
                                         range=(1, 1_000_000))
     # -- the real-time contract
     frame_period_s: Optional[float] = parameter(

@@ -15,11 +15,30 @@ class DialogueTask:
 
     def request(self, request_id: int, text: str, now: float,
                 max_tokens: int | None = None, robot: str = "") -> LanguageRequest:
-        prompt = self.tokenizer.encode(self.config.dialogue_template.format(text=text), bos=False)
-        limit = self.config.max_request_tokens
+        prompt, truncated = self.prompt(text)
         return LanguageRequest(
-            id=request_id, kind="dialogue", priority=DIALOGUE_PRIORITY, prompt=prompt[:limit],
+            id=request_id, kind="dialogue", priority=DIALOGUE_PRIORITY, prompt=prompt,
             max_tokens=max_tokens or self.config.dialogue_max_tokens, arrival=now,
             stream=self.tokenizer.stream(),
             generator=torch.Generator().manual_seed(self.config.seed * 7919 + request_id),
-            truncated=len(prompt) > limit, robot=robot)
+            truncated=truncated, robot=robot)
+
+    def prompt(self, text: str) -> tuple[list[int], bool]:
+        """The templated request's tokens, at most max_request_tokens, and whether the text
+        was cut to fit: its end goes, the template's cue to answer stays."""
+        def encode(part: str) -> list[int]:
+            return self.tokenizer.encode(self.config.dialogue_template.format(text=part),
+                                         bos=False)
+
+        limit = self.config.max_request_tokens
+        prompt = encode(text)
+        if len(prompt) <= limit:
+            return prompt, False
+        fits, too_long = 0, len(text)      # the longest head of the text that fits
+        while too_long - fits > 1:
+            middle = (fits + too_long) // 2
+            if len(encode(text[:middle])) <= limit:
+                fits = middle
+            else:
+                too_long = middle
+        return encode(text[:fits])[:limit], True    # [:limit]: a template longer than it
