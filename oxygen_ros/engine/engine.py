@@ -79,7 +79,7 @@ class EngineCore:
         # the ids clients see, in arrival order; a caller that outlives engines passes its own
         self._dialogue_ids = dialogue_ids or itertools.count(1)
         self.last_error = ""                          # the newest failed frame's error
-        self._inbox = Inbox()
+        self._inbox = Inbox(config.max_pending_requests)
         self.max_prefix_tokens = (len(config.camera_names) * model.config.image_tokens_per_camera
                                   + model.config.max_prompt_tokens)
 
@@ -121,14 +121,27 @@ class EngineCore:
 
     # -- intake (thread-safe) --------------------------------------------------------------
     def submit_dialogue(self, text: str, max_tokens: Optional[int] = None,
-                        robot: Optional[str] = None) -> int:
+                        robot: Optional[str] = None, held: bool = False) -> int:
         """Queue a dialogue request from any thread, about `robot`'s newest observation
         (default: the single robot); its id comes back with every text chunk (dialogue ids
-        count 1, 2, 3, ... in arrival order)."""
+        count 1, 2, 3, ... in arrival order). It takes one of the robot's
+        max_pending_requests places, or ends queue_full if none is free; `held`: it takes
+        the place hold_place() held for it."""
         name = self.robot.name if robot is None else self.robot_of(robot).name
+        full = not held and not self._inbox.take_place(name)
         request_id = next(self._dialogue_ids)
-        self._inbox.put(NewDialogue(request_id, text, max_tokens, self.clock.now(), name))
+        self._inbox.put(NewDialogue(request_id, text, max_tokens, self.clock.now(), name, full))
         return request_id
+
+    def hold_place(self, robot: Optional[str] = None) -> bool:
+        """Hold one of `robot`'s places for a request to come (an accepted Ask goal, any
+        thread); False if none is free. Hand it to submit_dialogue(held=True) or back."""
+        return self._inbox.take_place(self.robot.name if robot is None
+                                      else self.robot_of(robot).name)
+
+    def give_back_place(self, robot: Optional[str] = None) -> None:
+        """A held place will not be used."""
+        self._inbox.give_place(self.robot.name if robot is None else self.robot_of(robot).name)
 
     def cancel_dialogue(self, request_id: int) -> None:
         """End a dialogue request from any thread (finish_reason cancelled, pages freed at the
@@ -147,18 +160,19 @@ class EngineCore:
                 self._take_in(message)
 
     def _take_in(self, new: NewDialogue) -> None:
-        """A new dialogue request waits to attach, or ends at once: queue_full when its
-        robot has max_pending_requests already (each robot its own limit, so one robot's
-        burst cannot starve another), robot_refused when admission refused the robot (or shed
-        it at run time)."""
+        """A new dialogue request waits to attach, or ends at once: robot_refused when
+        admission refused the robot (or shed it at run time), queue_full when its robot had
+        max_pending_requests already as it came (each robot its own limit, so one robot's
+        burst cannot starve another)."""
         request = self.dialogue.request(new.request_id, new.text, new.arrival, new.max_tokens,
                                         new.robot)
         self.counters["dialogue_requests"] += 1
         self.counters["truncated_requests"] += request.truncated
         reason = ("robot_refused" if self.robots[new.robot].refused else
-                  "queue_full" if self._scheduled_dialogue(new.robot)
-                  >= self.config.max_pending_requests else "")
+                  "queue_full" if new.full else "")
         if reason:
+            if not new.full:
+                self._inbox.give_place(new.robot)
             self.counters["rejected_requests"] += 1
             request.status = Status.FINISHED
             request.finish_reason = reason
@@ -339,6 +353,8 @@ class EngineCore:
     def _finish(self, request: LanguageRequest, reason: str) -> None:
         """End a request: its last text with the reason, its pages back, its summary out."""
         self.scheduler.finish(request, reason)
+        if request.kind == "dialogue":
+            self._inbox.give_place(request.robot)
         self._text(request, request.stream.flush(), final=True)
         if request.table is not None:
             self.release(request)
@@ -390,12 +406,9 @@ class EngineCore:
                 + len(self._inbox))
 
     def pending_dialogue_of(self, robot: str) -> int:
-        """`robot`'s dialogue requests waiting or running, and those not taken in yet."""
-        return self._inbox.dialogue_of(robot) + self._scheduled_dialogue(robot)
-
-    def _scheduled_dialogue(self, robot: str) -> int:
-        return sum(r.kind == "dialogue" and r.robot == robot
-                   for r in (*self.scheduler.waiting, *self.scheduler.running))
+        """`robot`'s dialogue requests waiting, running or not taken in yet, and places held
+        for requests to come (any thread)."""
+        return self._inbox.places_taken(robot)
 
     @property
     def pending_requests(self) -> int:

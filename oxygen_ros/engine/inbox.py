@@ -1,6 +1,7 @@
 """Inbox: new dialogue requests and cancellations from any thread (ROS callbacks, the Ask
-server), taken in by the engine thread at its next step; new requests counted per robot,
-so a robot's queue limit also sees what has not been taken in yet."""
+server), taken in by the engine thread at its next step; and each robot's places for
+dialogue requests (max_pending_requests), taken when a request is submitted or a place
+held for it, given back when it ends, so that any thread sees the count at once."""
 
 import queue
 import threading
@@ -17,6 +18,7 @@ class NewDialogue:
     max_tokens: Optional[int]
     arrival: float              # engine clock
     robot: str = ""
+    full: bool = False          # no place was free: it ends queue_full when taken in
 
 
 @dataclass(frozen=True)
@@ -26,33 +28,40 @@ class Cancel:
 
 
 class Inbox:
-    def __init__(self):
+    def __init__(self, places: int):
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._dialogue: Counter = Counter()    # per robot: new requests not taken yet
+        self._places = places                  # per robot
+        self._taken: Counter = Counter()       # per robot: places taken
 
     def put(self, message: Union[NewDialogue, Cancel]) -> None:
-        if isinstance(message, NewDialogue):
-            with self._lock:
-                self._dialogue[message.robot] += 1
         self._queue.put(message)
 
     def take(self) -> Iterator[Union[NewDialogue, Cancel]]:
         """Every message now in the inbox, oldest first (engine thread)."""
         while True:
             try:
-                message = self._queue.get_nowait()
+                yield self._queue.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(message, NewDialogue):
-                with self._lock:
-                    self._dialogue[message.robot] -= 1
-            yield message
 
-    def dialogue_of(self, robot: str) -> int:
-        """`robot`'s new requests not taken in yet."""
+    def take_place(self, robot: str) -> bool:
+        """Take one of `robot`'s places if one is free."""
         with self._lock:
-            return self._dialogue[robot]
+            if self._taken[robot] >= self._places:
+                return False
+            self._taken[robot] += 1
+            return True
+
+    def give_place(self, robot: str) -> None:
+        with self._lock:
+            self._taken[robot] -= 1
+
+    def places_taken(self, robot: str) -> int:
+        """`robot`'s dialogue requests not ended (waiting, running or not taken in yet) and
+        places held for requests still to come."""
+        with self._lock:
+            return self._taken[robot]
 
     def __len__(self) -> int:
         return self._queue.qsize()

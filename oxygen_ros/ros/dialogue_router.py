@@ -9,12 +9,11 @@ that asked. Two ways in:
 
 One router per robot (its topic and Ask action; the requests are about its observations).
 
-Capacity: the engine holds max_pending_requests dialogue requests per robot (waiting or
-running). An
-action goal beyond it is rejected, a topic request ends at once with finish_reason
-queue_full; both are counted (rejected_goals, rejected_requests). An accepted goal holds its
-place from acceptance until its execution submits it, so goals accepted at once never
-outnumber the places. The action's goal, cancel and result services and its feedback queue
+Capacity: the engine holds max_pending_requests dialogue requests per robot (waiting,
+running or not yet taken in). An action goal beyond it is rejected, a topic request ends at
+once with finish_reason queue_full; both are counted (rejected_goals, rejected_requests).
+An accepted goal holds its place in the engine from acceptance until its answer ends, so
+neither goals accepted at once nor topic requests in between can take it. The action's goal, cancel and result services and its feedback queue
 hold ask_queue_depth(max_pending_requests) messages each, so that many clients asking at
 once are all answered (accepted or rejected); a finished goal's result can be asked for
 again for RESULT_KEPT_S; the request topic holds 1000.
@@ -75,6 +74,10 @@ def _reliable(depth: int) -> QoSProfile:
                       durability=DurabilityPolicy.VOLATILE)
 
 
+def _goal_id(goal_handle) -> bytes:
+    return bytes(goal_handle.goal_id.uuid)
+
+
 @dataclass
 class _Goal:
     handle: object
@@ -93,6 +96,7 @@ class DialogueRouter:
         self._topic_ids = topic_ids or itertools.count(1)
         self._routes: dict[int, object] = {}   # engine request id -> topic id (int) or _Goal
         self._held = 0                         # goals accepted, not yet submitted
+        self._cancelled_early: set[bytes] = set()   # goal ids cancelled before submission
         self._executing = 0                    # execute callbacks not yet returned
         self._closing = False
         self.server = self._bind(server, (action_name, engine.config.max_pending_requests))
@@ -163,14 +167,14 @@ class DialogueRouter:
         self.node.get_logger().debug(f"dialogue request {topic_id}: {text[:60]!r}")
 
     def _on_goal(self, goal) -> GoalResponse:
+        blank = not goal.question.strip()
         with self._lock:
-            if self._closing or (self.engine.pending_dialogue_of(self.robot) + self._held
-                                 >= self.engine.config.max_pending_requests):
-                self.counters["rejected_goals"] += 1
-                return GoalResponse.REJECT
-            if goal.question.strip():
+            if not self._closing and not blank and self.engine.hold_place(self.robot):
                 self._held += 1
                 return GoalResponse.ACCEPT
+            if self._closing or not blank:
+                self.counters["rejected_goals"] += 1
+                return GoalResponse.REJECT
         self.bad_input("empty_request", "Ask goal without a question rejected")
         return GoalResponse.REJECT
 
@@ -178,6 +182,8 @@ class DialogueRouter:
         with self._lock:
             request_id = next((i for i, route in self._routes.items()
                                if isinstance(route, _Goal) and route.handle is goal_handle), None)
+            if request_id is None:     # accepted, not executing yet: cancelled when it is
+                self._cancelled_early.add(_goal_id(goal_handle))
         if request_id is not None and not self._closing:
             self.engine.cancel_dialogue(request_id)
             self.node.wake_engine()
@@ -189,21 +195,29 @@ class DialogueRouter:
         with self._lock:
             self._held -= 1
             self._executing += 1
+            cancelled = _goal_id(goal_handle) in self._cancelled_early
+            self._cancelled_early.discard(_goal_id(goal_handle))
             if self._closing:   # accepted just before the shutdown began
                 request_id = 0
+                if self.engine is not None:
+                    self.engine.give_back_place(self.robot)
                 self.counters["dialogue_shutdown"] += 1
                 goal.done.set_result("shutdown")
             else:
                 request_id = self.engine.submit_dialogue(
-                    question, goal_handle.request.max_tokens or None, robot=self.robot)
+                    question, goal_handle.request.max_tokens or None, robot=self.robot,
+                    held=True)
                 self._routes[request_id] = goal
                 self.counters["dialogue_requests"] += 1
+                if cancelled:
+                    self.engine.cancel_dialogue(request_id)
                 self.node.wake_engine()
         try:
             return await self._answer(goal, request_id)
         finally:
             with self._lock:
                 self._executing -= 1
+                self._cancelled_early.discard(_goal_id(goal_handle))   # cancelled as it ended
 
     async def _answer(self, goal: _Goal, request_id: int):
         goal_handle = goal.handle

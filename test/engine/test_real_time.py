@@ -116,3 +116,19 @@ def test_a_full_queue_ends_new_requests_at_once_with_the_reason(tiny_model):
     assert reasons == {1: "length", 2: "length", 3: "length", 4: "queue_full",
                        5: "queue_full"}
     assert engine.counters["rejected_requests"] == 2
+
+
+def test_a_held_place_is_kept_for_its_request_and_comes_back_when_it_ends(tiny_model):
+    # an accepted Ask goal holds its place until its execution submits the question: a
+    # topic request in between finds the queue full instead of taking the goal's place
+    engine, clock = engine_with_costs(tiny_model, 0.05, max_pending_requests=2)
+    assert engine.hold_place() and engine.hold_place() and not engine.hold_place()
+    assert engine.pending_dialogue_of("") == 2
+    topic = engine.submit_dialogue("no place left")
+    goal = engine.submit_dialogue("the held place", held=True)
+    engine.give_back_place()                   # the other goal will not come
+    later = engine.submit_dialogue("a place again")
+    run = simulate(engine, clock, duration=4.0)
+    reasons = {i: t.finish_reason for i, t in run.finals().items()}
+    assert reasons == {topic: "queue_full", goal: "length", later: "length"}
+    assert engine.pending_dialogue_of("") == 0 and engine.hold_place()
