@@ -61,6 +61,7 @@ def test_the_defaults_pass():
     ("memory_period_s", -1.0, "memory_period_s must be in"),
     ("page_size", 0, "page_size must be in"),
     ("max_tokens_per_frame", 2, "tokens_per_frame <= max_tokens_per_frame"),
+    ("tokens_per_frame", 0, "tokens_per_frame must be in"),      # no language would decode
 ])
 def test_a_bad_inference_value_is_refused_with_its_reason(name, value, reason):
     with pytest.raises(ValueError, match=re.escape(reason)):

@@ -18,9 +18,9 @@ class EngineConfig:
     num_pages: int = parameter(512, "KV pages in the unified pool (all tasks)",
                                range=(1, 10_000_000))
     tokens_per_frame: int = parameter(4, "k: decode steps per frame for all language requests",
-                                      range=(0, 100_000))
+                                      range=(1, 100_000))
     max_tokens_per_frame: int = parameter(8, "cap when language catches up after throttling",
-                                          range=(0, 100_000))
+                                          range=(1, 100_000))
     dialogue_max_tokens: int = parameter(48, "max new tokens per dialogue answer",
                                          range=(1, 100_000))
     memory_max_tokens: int = parameter(48, "max new tokens per memory summary",
