@@ -117,7 +117,8 @@ class PagePool:
         return self.peak_pages * self.page_bytes
 
     def bytes_by_owner(self) -> dict[str, int]:
-        return {o: n * self.page_bytes for o, n in self._owner_pages.items() if n}
+        owners = dict(self._owner_pages)    # one copy: /diagnostics reads from its thread
+        return {o: n * self.page_bytes for o, n in owners.items() if n}
 
     def peak_bytes_by_owner(self) -> dict[str, int]:
         return {o: n * self.page_bytes for o, n in self._owner_peak.items()}

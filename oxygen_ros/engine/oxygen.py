@@ -219,8 +219,9 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
     @property
     def waiting_for_observation(self) -> int:
         """Requests that cannot attach: no observation of their robot has been seen yet."""
+        waiting = tuple(self.scheduler.waiting)   # one copy: /diagnostics reads from its thread
         return sum(r.status is Status.WAITING and self.robots[r.robot].newest is None
-                   for r in self.scheduler.waiting)
+                   for r in waiting)
 
     def language(self, until: float) -> None:
         """Language work until `until` (engine clock).

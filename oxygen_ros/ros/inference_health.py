@@ -46,6 +46,7 @@ class Health:
                 counters: Mapping[str, int], refused: str = "") -> tuple[str, str]:
         """targets_missed: what the machine can deliver when it cannot meet the targets;
         refused: why admission refused the robot ("": served)."""
+        counters = dict(counters)      # one copy: callbacks on other threads add keys
         problems = deadline_misses + sum(n for k, n in counters.items() if k in BAD_INPUTS)
         new_problems, self._reported_problems = problems - self._reported_problems, problems
         failures, self._reported_failures = (self.failed_frames - self._reported_failures,

@@ -1,11 +1,17 @@
-"""The inference node's diagnostics verdict without ROS: which state wins, and a problem
-warns only in the period it was counted in."""
+"""The inference node's diagnostics verdict without ROS: which state wins, a problem
+warns only in the period it was counted in, and what the diagnostics read is read safely
+while the engine thread and callbacks change it."""
 
+import itertools
+import sys
+import threading
 from collections import Counter
 
 import pytest
 
-from oxygen_ros.ros.inference_health import Health
+from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.engine.oxygen import OxygenEngine
+from oxygen_ros.ros.inference_health import Health, engine_values
 
 FINE = dict(engine_running=True, control_running=True, active=True, stale=False, targets_missed=None,
             deadline_misses=0)
@@ -63,3 +69,42 @@ def test_longest_gap_counts_intervals_that_end_inside_the_window():
     assert longest_gap(times, since=1.03) == pytest.approx(0.06)
     assert longest_gap(times, since=2.0) == 0.0
     assert longest_gap([5.0], since=0.0) == 0.0
+
+
+def test_the_diagnostics_read_safely_while_other_threads_change_what_they_read(tiny_model):
+    engine = OxygenEngine(tiny_model, EngineConfig(camera_names=("base",), memory_period_s=0))
+    for _ in range(20):
+        engine.submit_dialogue("hi")
+    engine.drain()                           # 20 requests waiting for a first observation
+    counters, stop = Counter(), threading.Event()
+
+    def change():       # as the engine thread (attach, preempt) and the callbacks (new keys)
+        waiting = engine.scheduler.waiting
+        for i in itertools.count():
+            if stop.is_set():
+                return
+            waiting.appendleft(waiting.pop())
+            key = f"kind {i % 64}"
+            if key in counters:
+                del counters[key]
+            else:
+                counters[key] = 1
+
+    errors = []
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)              # switch threads as often as CPython will
+    changer = threading.Thread(target=change)
+    changer.start()
+    try:
+        for _ in range(3000):
+            try:
+                engine_values(engine)
+                Health().verdict(**FINE, counters=counters)
+            except RuntimeError as error:    # "deque mutated during iteration", ...
+                errors.append(repr(error))
+    finally:
+        stop.set()
+        changer.join()
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert engine_values(engine)["waiting_for_observation"] == 20
