@@ -11,7 +11,7 @@ from oxygen_ros.model.config import ModelConfig
 from oxygen_ros.model.letterbox import resize_rgb
 from oxygen_ros.model.normalization import Normalization
 from oxygen_ros.model.prefix import Prefix, build_prefix
-from oxygen_ros.model.prompt import pi05_prompt
+from oxygen_ros.model.prompt import pi05_prompt_tokens
 
 CAMERA_SIZE = (240, 320)        # height, width of the demo bag's cameras
 
@@ -29,6 +29,7 @@ def world_prefix(world: TabletopWorld, t: float, config: ModelConfig, tokenizer,
     joints = observation.state[:config.state_dim]
     state = np.zeros(config.state_dim)
     state[:len(joints)] = joints
-    prompt = pi05_prompt(world.instruction, normalization.normalize_state(state),
-                         config.state_dim)
-    return build_prefix(config, CAMERAS, observation.images, tokenizer.encode(prompt))
+    tokens, _ = pi05_prompt_tokens(tokenizer, world.instruction,
+                                   normalization.normalize_state(state), config.state_dim,
+                                   config.max_prompt_tokens)
+    return build_prefix(config, CAMERAS, observation.images, tokens)

@@ -4,6 +4,7 @@ import torch
 
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.request import LanguageRequest
+from oxygen_ros.model.prompt import fit_text
 
 DIALOGUE_PRIORITY = 2
 
@@ -26,19 +27,7 @@ class DialogueTask:
     def prompt(self, text: str) -> tuple[list[int], bool]:
         """The templated request's tokens, at most max_request_tokens, and whether the text
         was cut to fit: its end goes, the template's cue to answer stays."""
-        def encode(part: str) -> list[int]:
-            return self.tokenizer.encode(self.config.dialogue_template.format(text=part),
-                                         bos=False)
-
-        limit = self.config.max_request_tokens
-        prompt = encode(text)
-        if len(prompt) <= limit:
-            return prompt, False
-        fits, too_long = 0, len(text)      # the longest head of the text that fits
-        while too_long - fits > 1:
-            middle = (fits + too_long) // 2
-            if len(encode(text[:middle])) <= limit:
-                fits = middle
-            else:
-                too_long = middle
-        return encode(text[:fits])[:limit], True    # [:limit]: a template longer than it
+        template = self.config.dialogue_template
+        return fit_text(text, lambda part: self.tokenizer.encode(template.format(text=part),
+                                                                 bos=False),
+                        self.config.max_request_tokens)

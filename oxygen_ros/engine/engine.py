@@ -33,7 +33,7 @@ from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.normalization import Normalization
 from oxygen_ros.model.pi05 import Pi05Model
 from oxygen_ros.model.prefix import Prefix, build_prefix
-from oxygen_ros.model.prompt import pi05_prompt
+from oxygen_ros.model.prompt import pi05_prompt_tokens
 from oxygen_ros.model.sampling import sample
 from oxygen_ros.model.tokenizer import tokenizer_for
 
@@ -266,9 +266,10 @@ class EngineCore:
     def build_prefix(self, observation: Observation) -> Prefix:
         config = self.model.config
         state = self.normalization.normalize_state(observation.state)
-        prompt = pi05_prompt(observation.instruction, state, config.state_dim)
-        return build_prefix(config, self.config.camera_names, observation.images,
-                            self.tokenizer.encode(prompt))
+        tokens, cut = pi05_prompt_tokens(self.tokenizer, observation.instruction, state,
+                                         config.state_dim, config.max_prompt_tokens)
+        self.counters["truncated_instructions"] += cut
+        return build_prefix(config, self.config.camera_names, observation.images, tokens)
 
     # -- shared pieces -----------------------------------------------------------------------
     def chunk_actions(self, table: PageTable, cache: KVCache, frame_id: int,

@@ -125,6 +125,8 @@ def engine_values(engine) -> dict:
         "waiting_for_observation": engine.waiting_for_observation,
         "timed_out_requests": engine.counters["timed_out_requests"],
         "rejected_requests": engine.counters["rejected_requests"],
+        "truncated_requests": engine.counters["truncated_requests"],        # max_request_tokens
+        "truncated_instructions": engine.counters["truncated_instructions"],  # max_prompt_tokens
         "frames": engine.counters["frames"],
         "language_tokens": engine.counters["tokens"],
         "preemptions": engine.counters["preemptions"],

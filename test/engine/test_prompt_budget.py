@@ -1,5 +1,9 @@
-"""A dialogue request's prompt: the template around the text, cut to max_request_tokens
-from the end of the text, so that the model is still asked to answer."""
+"""The engine's prompts within their token budgets: a dialogue request's (the template
+around the text, max_request_tokens) and a frame's (task, state and `Action: `,
+max_prompt_tokens) lose the end of their text, so that the model is still asked to answer
+or act; each cut is counted."""
+
+import dataclasses
 
 from engine_helpers import config, stream
 
@@ -27,3 +31,16 @@ def test_a_template_longer_than_the_limit_is_cut_to_it(tiny_model):
     engine = OxygenEngine(tiny_model, config(max_request_tokens=4, memory_period_s=0))
     prompt, cut = engine.dialogue.prompt("hello")
     assert cut and engine.tokenizer.decode(prompt) == "\nUse"
+
+
+def test_a_frame_whose_task_is_over_the_prompt_budget_keeps_its_state_and_is_counted(
+        tiny_model):
+    engine = OxygenEngine(tiny_model, config(memory_period_s=0))
+    observation = stream(1)[0]                 # tiny: 64 prompt tokens, 6 state bins
+    short = dataclasses.replace(observation, instruction="stack")
+    long = dataclasses.replace(observation, instruction="stack the blocks " * 5)
+    assert engine.tokenizer.decode(engine.build_prefix(short).tokens).startswith("Task: stack,")
+    assert engine.counters["truncated_instructions"] == 0
+    text = engine.tokenizer.decode(engine.build_prefix(long).tokens)
+    assert text.startswith("Task: stack the blocks") and text.endswith(";\nAction: ")
+    assert engine.counters["truncated_instructions"] == 1

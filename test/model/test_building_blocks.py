@@ -12,7 +12,7 @@ from oxygen_ros.model.config import GemmaConfig, ModelConfig, preset
 from oxygen_ros.model.gemma import AdaRMSNorm, GemmaMLP, RMSNorm, rope, rope_tables
 from oxygen_ros.model.pi05 import Pi05Model
 from oxygen_ros.model.prefix import build_prefix
-from oxygen_ros.model.prompt import discretize_state, pi05_prompt
+from oxygen_ros.model.prompt import discretize_state, pi05_prompt, pi05_prompt_tokens
 from oxygen_ros.model.sampling import sample
 from oxygen_ros.model.tokenizer import ByteTokenizer, StreamDecoder
 
@@ -99,6 +99,18 @@ def test_prompt_has_the_pi05_format_with_256_state_bins():
     assert prompt == "Task: pick up the cup, State: 0 128 255 255 128 128;\nAction: "
     assert discretize_state(np.linspace(-1, 1, 9), 9).tolist() == [0, 32, 64, 96, 128, 160, 192,
                                                                    224, 255]
+
+
+def test_a_long_instruction_loses_its_end_not_the_state_or_the_cue_to_act():
+    tok, state = ByteTokenizer(), np.linspace(-1, 1, 6)
+    short, cut = pi05_prompt_tokens(tok, "stack", state, 6, 64)
+    assert not cut and short == tok.encode(pi05_prompt("stack", state, 6))
+    tokens, cut = pi05_prompt_tokens(tok, "stack the blocks " * 5, state, 6, 64)
+    assert cut and len(tokens) == 64
+    assert tok.decode(tokens) == "Task: stack the blocks s, State: 0 51 102 153 204 255;\nAction: "
+    # a budget even the state and cue overrun: the prompt's end goes, as openpi cuts it
+    tokens, cut = pi05_prompt_tokens(tok, "stack", state, 6, 20)
+    assert cut and tok.decode(tokens) == "Task: , State: 0 51"     # and the BOS
 
 
 def test_byte_tokenizer_round_trips_and_streams_whole_characters():
