@@ -27,6 +27,12 @@ class CommandGate:
         self.stale = True                   # until the first fresh observation
         self.last_command: Optional[np.ndarray] = None
 
+    def restart(self) -> None:
+        """Activated or deactivated: wait for a fresh observation, and hold nothing from
+        before (the robot may have been moved meanwhile)."""
+        self.stale = True
+        self.last_command = None
+
     def fresh(self, age_s: Optional[float]) -> bool:
         """An observation age_s old (None: none yet) is recent enough to act on."""
         return age_s is not None and age_s <= self.watchdog_s
@@ -45,7 +51,10 @@ class CommandGate:
             return Tick(self.last_command if self.hold else None, tripped=tripped)
         resumed, self.stale = self.stale, False
         result = action_at()
-        if result is None:
+        if result is None:       # no plan: a stop cleared it, or no chunk came yet
+            if self.hold and self.last_command is not None:
+                self.counters["held_commands"] += 1      # held until a fresh chunk comes
+                return Tick(self.last_command, resumed=resumed)
             return Tick(resumed=resumed)
         command, exhausted = result
         self.counters["held_commands"] += exhausted

@@ -57,7 +57,7 @@ class ControlProcess:
             self.arrival = fields[0]
         elif kind == control_link.STATE:
             self.active = fields[0]
-            self.gate.stale = True
+            self.gate.restart()
             self.stream.clear()
 
     def tick(self) -> None:

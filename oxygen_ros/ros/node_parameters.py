@@ -87,7 +87,8 @@ class InferenceParameters:
     watchdog_ticks: int = parameter(25, "control ticks without a fresh observation before "
                                         "stopping", range=(1, 10_000))
     watchdog_action: str = parameter("stop", "stop: publish nothing; hold: repeat the last "
-                                             "command", choices=("stop", "hold"))
+                                             "command until a fresh chunk takes over",
+                                     choices=("stop", "hold"))
     diagnostics_period_s: float = parameter(1.0, "diagnostics publishing period",
                                             range=(0.01, 3600.0))
 

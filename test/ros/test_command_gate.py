@@ -47,6 +47,14 @@ def test_hold_repeats_the_last_command_while_stale():
     g.tick(0.0, lambda: (np.array([0.2, -2.0]), 0))
     for age in (0.5, 1.0):
         np.testing.assert_array_equal(g.tick(age, lambda: None).command, [0.2, -1.0])
+    # observations are back before a fresh chunk: still held (and counted), not silence
+    tick = g.tick(0.0, lambda: None)
+    assert tick.resumed and g.counters["held_commands"] == 1
+    np.testing.assert_array_equal(tick.command, [0.2, -1.0])
+    np.testing.assert_array_equal(g.tick(0.0, lambda: (np.array([0.5, 0.5]), 0)).command,
+                                  [0.5, 0.5])
+    g.restart()                      # deactivated and activated again: nothing from before
+    assert g.tick(0.0, lambda: None).command is None and g.tick(1.0, lambda: None).command is None
 
 
 def test_a_non_finite_command_is_skipped_and_not_held():
