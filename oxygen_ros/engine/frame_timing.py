@@ -78,11 +78,13 @@ class FrameTiming:
         # only a cross-fade needs time after the takeover; rtc and none switch at once
         self.blend_s = config.blend_s if config.chunk_switch == "crossfade" else 0.0
         if self.period is not None and self.horizon_s <= self.blend_s + config.deadline_margin_s:
+            after = (f"blend_s {self.blend_s:g} s + " if self.blend_s else "") + \
+                f"deadline_margin_s {config.deadline_margin_s:g} s"
+            shorten = ("blend_s or " if self.blend_s else "") + "deadline_margin_s"
             raise ValueError(
                 f"a plan of {action_horizon} steps x action_dt_s {config.action_dt_s:g} s = "
-                f"{self.horizon_s:g} s leaves no time for a successor after blend_s "
-                f"{self.blend_s:g} s + deadline_margin_s {config.deadline_margin_s:g} s: "
-                "lengthen action_dt_s or shorten blend_s")
+                f"{self.horizon_s:g} s leaves no time for a successor after {after}: "
+                f"lengthen action_dt_s or shorten {shorten}")
         self.margin_s = config.deadline_margin_s
         self.floor_s = config.language_floor * (self.period or 0.0)
         self.action_path: deque = deque(maxlen=window)   # warm samples, seconds

@@ -119,8 +119,13 @@ def test_shutdown_stops_the_engine_thread_and_the_node_leaves_the_graph(rclpy_co
 def test_a_plan_too_short_for_the_blend_is_refused_at_start_with_the_numbers(rclpy_context):
     # tiny: 4 steps at 50 Hz = 0.08 s, less than blend_s 0.1 s + deadline_margin_s 0.02 s
     # with a cross-fade, and less than deadline_margin_s 0.1 s with RTC (no fade)
-    for switch, margin in (("crossfade", 0.02), ("rtc", 0.1)):
-        with pytest.raises(ValueError, match=r"0\.08 s leaves no time .* lengthen action_dt_s"):
+    for switch, margin, after, shorten in (
+            ("crossfade", 0.02, "blend_s 0.1 s \\+ deadline_margin_s 0.02 s",
+             "blend_s or deadline_margin_s"),
+            ("rtc", 0.1, "deadline_margin_s 0.1 s", "deadline_margin_s")):
+        with pytest.raises(ValueError, match=rf"0\.08 s leaves no time for a successor after "
+                                             rf"{after}: lengthen action_dt_s or shorten "
+                                             rf"{shorten}$"):
             InferenceNode(context=rclpy_context, cli_args=[
                 "--ros-args", "-p", "preset:=tiny", "-p", "joint_names:=['a']",
                 "-p", f"chunk_switch:={switch}", "-p", f"deadline_margin_s:={margin}",
