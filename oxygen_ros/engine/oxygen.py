@@ -94,8 +94,10 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         forks = [self.cache.fork(table, "calibration") for _ in range(4)]
         self.cache.free(table)
         tokens = [self.eos_id or 0] * prompt_tokens
-        for fork in forks:
-            self.cache.reserve(fork, prompt_tokens + 2 * steps)
+        for fork in forks:      # the first decodes steps + 1 alone, then steps + 1 with all
+            if not self.cache.reserve(fork, prompt_tokens + 2 * (steps + 1)):
+                raise ValueError(f"num_pages {self.config.num_pages} cannot hold the start-up "
+                                 "measurement of language steps: raise num_pages")
             started = self.clock.now()
             self.model.extend(fork, tokens, self.cache)
             self.costs.observe_extend(prompt_tokens, self.clock.now() - started)

@@ -106,6 +106,14 @@ def test_preempted_requests_resume_with_exactly_the_tokens_of_an_uninterrupted_d
         assert request.generated == tokens
 
 
+@pytest.mark.parametrize("page_size", [1, 2, 3, 5, 7, 16])
+def test_the_start_up_measurement_fits_every_page_size(tiny_model, page_size):
+    # it decodes 8 tokens on one fork of the blank prefix: its reservation must cover them
+    # wherever the page boundaries fall
+    engine = OxygenEngine(tiny_model, config(page_size=page_size, num_pages=4096 // page_size))
+    assert engine.pages_in_use() == 0 and engine.costs.decode(1) > 0
+
+
 def test_a_pool_that_cannot_hold_one_prefix_is_refused_at_start(tiny_model):
     with pytest.raises(ValueError, match="cannot hold 1 observation prefix"):
         OxygenEngine(tiny_model, config(num_pages=3))
