@@ -4,8 +4,10 @@ openpi: assets/<asset_id>/norm_stats.json, {"norm_stats": {"state": {...}, "acti
 {...}}} with mean/std and q01/q99; π0.5 uses the quantiles:
     normalize x -> (x - q01) / (q99 - q01 + 1e-6) * 2 - 1
 lerobot: the processor's normalizer safetensors, keys "observation.state.q01",
-"action.q99", ...; quantiles with the epsilon only where q99 == q01:
-    normalize x -> 2 (x - q01) / (q99 - q01) - 1
+"action.q99", ...; config.json's normalization_mapping says which statistics STATE and
+ACTION use (π0.5: QUANTILES; also QUANTILE10, MIN_MAX, MEAN_STD, IDENTITY), the range
+ones with the epsilon only where the range is empty:
+    normalize x -> 2 (x - q01) / (q99 - q01) - 1          MEAN_STD: (x - mean) / (std + 1e-8)
 Both unnormalize with the inverse; dimensions beyond the statistics pass through.
 """
 
@@ -20,13 +22,18 @@ from safetensors.numpy import load_file
 
 OPENPI_EPS = 1e-6
 LEROBOT_EPS = 1e-8
+STAT_KEYS = {"quantile": ("q01", "q99"), "quantile10": ("q10", "q90"), "min_max": ("min", "max"),
+             "mean_std": ("mean", "std")}
+LEROBOT_MODES = {"QUANTILES": "quantile", "QUANTILE10": "quantile10", "MIN_MAX": "min_max",
+                 "MEAN_STD": "mean_std", "IDENTITY": None}
+LEROBOT_DEFAULT_MAPPING = {"STATE": "QUANTILES", "ACTION": "QUANTILES"}   # lerobot's pi05
 
 
 @dataclass(frozen=True)
 class Stats:
-    low: np.ndarray     # q01 (quantiles) or mean
-    high: np.ndarray    # q99 (quantiles) or std
-    mode: str           # "quantile" or "mean_std"
+    low: np.ndarray     # the range's low end (q01, q10, min) or mean
+    high: np.ndarray    # the range's high end (q99, q90, max) or std
+    mode: str           # a key of STAT_KEYS
     style: str          # "openpi" or "lerobot" (where the epsilon goes)
 
     def normalize(self, x: np.ndarray) -> np.ndarray:
@@ -35,7 +42,8 @@ class Stats:
         out = x.copy()
         low, high = self.low[:n], self.high[:n]
         if self.mode == "mean_std":
-            out[:n] = (x[:n] - low) / (high + OPENPI_EPS)
+            out[:n] = (x[:n] - low) / (high + (OPENPI_EPS if self.style == "openpi"
+                                               else LEROBOT_EPS))
         elif self.style == "openpi":
             out[:n] = (x[:n] - low) / (high - low + OPENPI_EPS) * 2.0 - 1.0
         else:
@@ -50,7 +58,8 @@ class Stats:
         out = x.copy()
         low, high = self.low[:n], self.high[:n]
         if self.mode == "mean_std":
-            out[..., :n] = x[..., :n] * (high + OPENPI_EPS) + low
+            out[..., :n] = x[..., :n] * (high + (OPENPI_EPS if self.style == "openpi"
+                                                 else 0.0)) + low
         elif self.style == "openpi":
             out[..., :n] = (x[..., :n] + 1.0) / 2.0 * (high - low + OPENPI_EPS) + low
         else:
@@ -78,12 +87,21 @@ class Normalization:
         return self.actions.unnormalize(actions).astype(np.float32)
 
 
-def _stats(entry: dict, mode: str, style: str, what: str) -> Stats:
-    keys = ("q01", "q99") if mode == "quantile" else ("mean", "std")
-    if any(entry.get(k) is None for k in keys):
-        raise ValueError(f"{what}: {mode} normalization needs {keys}, found {sorted(entry)}")
-    return Stats(np.asarray(entry[keys[0]], np.float64), np.asarray(entry[keys[1]], np.float64),
-                 mode, style)
+def _stats(entry, mode: str, style: str, what: str) -> Stats:
+    keys = STAT_KEYS[mode]
+    if not isinstance(entry, dict) or any(entry.get(k) is None for k in keys):
+        found = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
+        raise ValueError(f"{what}: {mode} normalization needs {keys}, found {found}")
+    try:
+        low, high = (np.asarray(entry[k], np.float64) for k in keys)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{what}: {keys} are not numbers ({error})") from None
+    if low.ndim != 1 or low.shape != high.shape or not len(low):
+        raise ValueError(f"{what}: {keys[0]} and {keys[1]} must be vectors of one length, "
+                         f"not of shapes {list(low.shape)} and {list(high.shape)}")
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        raise ValueError(f"{what}: {keys} hold NaN or inf")
+    return Stats(low, high, mode, style)
 
 
 def load_openpi(checkpoint_dir: Path, asset_id: str = "", mode: str = "quantile") -> Normalization:
@@ -99,22 +117,40 @@ def load_openpi(checkpoint_dir: Path, asset_id: str = "", mode: str = "quantile"
     if len(files) > 1:
         raise ValueError(f"{assets}: several normalization stats "
                          f"{[f.parent.name for f in files]}; choose one with asset_id")
-    data = json.loads(files[0].read_text()).get("norm_stats", {})
-    state, actions = (_stats(data[key], mode, "openpi", f"{files[0]} {key}") if key in data
-                      else None for key in ("state", "actions"))
+    try:
+        document = json.loads(files[0].read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"{files[0]}: unreadable normalization statistics ({error})") from None
+    data = document.get("norm_stats") if isinstance(document, dict) else None
+    if not isinstance(data, dict) or not {"state", "actions"} <= set(data):
+        found = sorted(data) if isinstance(data, dict) else "no 'norm_stats' object"
+        raise ValueError(f"{files[0]}: openpi statistics are {{\"norm_stats\": {{\"state\": ..., "
+                         f"\"actions\": ...}}}}, found {found}")
+    state, actions = (_stats(data[key], mode, "openpi", f"{files[0]} {key}")
+                      for key in ("state", "actions"))
     return Normalization(state, actions, f"openpi {files[0].relative_to(checkpoint_dir)} ({mode})")
+
+
+def lerobot_modes(raw_config: dict) -> dict[str, Optional[str]]:
+    """The statistics lerobot's config.json has STATE and ACTION use (None: identity)."""
+    mapping = raw_config.get("normalization_mapping") or LEROBOT_DEFAULT_MAPPING
+    modes = {}
+    for key in ("STATE", "ACTION"):
+        name = str(mapping.get(key, LEROBOT_DEFAULT_MAPPING[key])).upper().rpartition(".")[2]
+        if name not in LEROBOT_MODES:
+            raise ValueError(f"config.json normalization_mapping {key}: {name!r} is not one of "
+                             f"{sorted(LEROBOT_MODES)}")
+        modes[key] = LEROBOT_MODES[name]
+    return modes
 
 
 def lerobot_expects_statistics(raw_config: dict) -> bool:
     """Whether a lerobot config normalizes state or actions (pi05's default: quantiles)."""
-    mapping = raw_config.get("normalization_mapping") or {"STATE": "QUANTILES",
-                                                          "ACTION": "QUANTILES"}
-    return any(str(mapping.get(key, "QUANTILES")).upper().rpartition(".")[2] != "IDENTITY"
-               for key in ("STATE", "ACTION"))
+    return any(mode is not None for mode in lerobot_modes(raw_config).values())
 
 
-def load_lerobot(checkpoint_dir: Path, mode: str = "quantile",
-                 raw_config: Optional[dict] = None) -> Normalization:
+def load_lerobot(checkpoint_dir: Path, raw_config: Optional[dict] = None) -> Normalization:
+    modes = lerobot_modes(raw_config or {})
     stats: dict[str, dict] = {}
     files = sorted(Path(checkpoint_dir).glob("*normalizer_processor*.safetensors"))
     for path in files:
@@ -134,8 +170,18 @@ def load_lerobot(checkpoint_dir: Path, mode: str = "quantile",
                 "is there — actions would come out in normalized units; copy them from the "
                 "training run, or set normalization: identity if the model needs none")
         return Normalization()
+    names = ", ".join(p.name for p in files)
+
+    def feature(name: str, mode: Optional[str]) -> Optional[Stats]:
+        if mode is None:
+            return None
+        if name not in stats:
+            raise MissingStatistics(
+                f"{names}: no statistics of {name}, which config.json normalizes ({mode}) — "
+                "it would reach the robot in normalized units")
+        return _stats(stats[name], mode, "lerobot", f"{names}: {name}")
+
     return Normalization(
-        _stats(stats["observation.state"], mode, "lerobot", "observation.state")
-        if "observation.state" in stats else None,
-        _stats(stats["action"], mode, "lerobot", "action") if "action" in stats else None,
-        f"lerobot {', '.join(p.name for p in files)} ({mode})")
+        feature("observation.state", modes["STATE"]), feature("action", modes["ACTION"]),
+        f"lerobot {names} (state {modes['STATE'] or 'identity'}, "
+        f"actions {modes['ACTION'] or 'identity'})")
