@@ -76,9 +76,10 @@ def add_threads(command: argparse.ArgumentParser) -> None:
                               "inference node)")
 
 
-def add_dtype(command: argparse.ArgumentParser, what: str = "the model's dtype") -> None:
+def add_dtype(command: argparse.ArgumentParser, what: str = "the model's dtype",
+              auto: str = "as the node's dtype") -> None:
     command.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-                         help=f"{what}: auto (default, as the node's dtype), bfloat16 where the "
+                         help=f"{what}: auto (default, {auto}), bfloat16 where the "
                               "device has bf16 matrix units, else float32; or float32, "
                               "bfloat16")
 

@@ -134,6 +134,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         info = checkpoint.inspect(args.checkpoint, tuple(args.heads or ()) or None,
                                   args.vision_heads)
         checkpoint.match_tensors(info)
+        checkpoint.check_tied(info)
         normalization = checkpoint_normalization(info, args.asset_id, args.normalization).source
         text = checkpoint_tokenizer(info.config, args.tokenizer)
     except ValueError as error:       # CheckpointError is a ValueError
@@ -250,5 +251,7 @@ def add_commands(sub) -> None:
                          help="PaliGemma SentencePiece .model file, as the node's tokenizer "
                               "(a π0.5 checkpoint needs it; default: none, which only a "
                               "checkpoint trained on bytes runs with)")
-    add_dtype(inspect, "dtype to size weights and cache for")
+    add_dtype(inspect, "dtype to size weights and cache for",
+              auto="as a node on this machine's CPU; for a GPU node give bfloat16 where it "
+                   "has bf16 tensor cores")
     inspect.set_defaults(func=cmd_inspect)

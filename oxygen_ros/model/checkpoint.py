@@ -313,21 +313,31 @@ def load(path: str | Path, device: str | torch.device = "cpu",
         model = Pi05Model(config)
     source = match_tensors(info, model, strict)
     by_key = {checkpoint_key(name, info.prefix): name for name, _ in model.named_parameters()}
-    stored = mapped_tensors(info.path)
-    embedding, tied = info.prefix + EMBEDDING, info.prefix + TIED_HEAD
+    check_tied(info)
+    stored = mapped_tensors(info.path, set(source.values()))   # what it ignores is not read
     state = {}
     for key, stored_key in source.items():
         # a tensor stored as it will run stays a view of the file's pages (no copy)
         state[by_key[key]] = stored[stored_key].to(device=device,
                                                    dtype=loaded_dtype(info, key, dtype))
-    if embedding in stored and tied in stored:
-        head = stored[tied].to(device=device, dtype=state[by_key[embedding]].dtype)
-        if not torch.equal(head, state[by_key[embedding]]):
-            raise CheckpointError(f"{info.path}: {tied} differs from {embedding}; the "
-                                  "output head must be tied to the embedding")
     model.load_state_dict(state, assign=True)
     model.weights_version = f"checkpoint:{info.path.resolve()}:{info.path.stat().st_mtime_ns}"
     return model.eval(), info
+
+
+def check_tied(info: Checkpoint, rows: int = 4096) -> None:
+    """A file that keeps both the embedding and the output head (lerobot) must keep them
+    equal, as π0.5 ties them: a CheckpointError otherwise (compared in blocks of rows)."""
+    embedding, tied = info.prefix + EMBEDDING, info.prefix + TIED_HEAD
+    if embedding not in info.shapes or tied not in info.shapes:
+        return
+    stored = mapped_tensors(info.path, (embedding, tied))
+    head, table = stored[tied], stored[embedding]
+    if head.shape != table.shape or not all(
+            torch.equal(head[i:i + rows].float(), table[i:i + rows].float())
+            for i in range(0, len(table), rows)):
+        raise CheckpointError(f"{info.path}: {tied} differs from {embedding}; the output head "
+                              "must be tied to the embedding")
 
 
 def loaded_dtype(info: Checkpoint, key: str, dtype: torch.dtype) -> torch.dtype:

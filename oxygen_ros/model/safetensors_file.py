@@ -6,7 +6,7 @@ import json
 import mmap
 import struct
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Collection, Optional
 
 import torch
 
@@ -16,9 +16,10 @@ DTYPES = {"F64": torch.float64, "F32": torch.float32, "BF16": torch.bfloat16,
 NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
 
-def mapped_tensors(path: Path) -> dict[str, torch.Tensor]:
-    """Every tensor of the file as a view of one private memory map: pages are read on first
-    touch and shared with the page cache; a write copies only the page written."""
+def mapped_tensors(path: Path, names: Optional[Collection[str]] = None) -> dict[str, torch.Tensor]:
+    """The tensors of the file named in `names` (default: every one) as views of one private
+    memory map: pages are read on first touch and shared with the page cache; a write copies
+    only the page written."""
     with open(path, "rb") as file:
         length, = struct.unpack("<Q", file.read(8))
         header = json.loads(file.read(length))
@@ -26,7 +27,7 @@ def mapped_tensors(path: Path) -> dict[str, torch.Tensor]:
     start = 8 + length
     tensors = {}
     for name, entry in header.items():
-        if name == "__metadata__":
+        if name == "__metadata__" or names is not None and name not in names:
             continue
         dtype = DTYPES[entry["dtype"]]
         first, last = entry["data_offsets"]

@@ -242,6 +242,34 @@ def test_match_tensors_reads_the_header_alone(tmp_path, reference):
         checkpoint.match_tensors(checkpoint.inspect(directory))
 
 
+def test_a_head_not_tied_to_the_embedding_is_refused_by_inspect_and_load(tmp_path, reference):
+    directory = write_lerobot(tmp_path / "ckpt", reference)
+    tensors = {"model." + k: v for k, v in real_keys(reference).items()}
+    head = "model.paligemma_with_expert.paligemma.lm_head.weight"
+    tensors[head] = tensors["model." + LM + "embed_tokens.weight"].clone()
+    tensors[head][7, 3] += 1.0
+    save_file(tensors, str(directory / "model.safetensors"))
+    info = checkpoint.inspect(directory)
+    checkpoint.match_tensors(info)                      # the header alone cannot tell
+    with pytest.raises(checkpoint.CheckpointError, match="lm_head.weight differs from"):
+        checkpoint.check_tied(info, rows=4)             # blocks of 4 rows: row 7 in the second
+    with pytest.raises(checkpoint.CheckpointError, match="must be tied to the embedding"):
+        checkpoint.load(directory)
+
+
+def test_a_tensor_the_model_ignores_is_not_read_whatever_its_dtype(tmp_path, reference):
+    directory = write_lerobot(tmp_path / "ckpt", reference)
+    tensors = {"model." + k: v for k, v in real_keys(reference).items()}
+    tensors["model.paligemma_with_expert.paligemma.lm_head.weight"] = tensors.pop(
+        "model." + LM + "embed_tokens.weight")
+    tensors["model.paligemma_with_expert.gemma_expert.lm_head.weight"] = torch.randn(
+        512, 48).to(torch.float8_e4m3fn)               # F8_E4M3: no dtype the loader maps
+    save_file(tensors, str(directory / "model.safetensors"))
+    model, _ = checkpoint.load(directory)
+    loaded = model.state_dict()
+    assert all(torch.equal(loaded[name], value) for name, value in reference.state_dict().items())
+
+
 @pytest.mark.parametrize("setting, value, message", [
     ("chunk_size", 0, "chunk_size must be an integer of at least 1, not 0"),
     ("chunk_size", True, "chunk_size must be an integer of at least 1, not true"),
