@@ -112,6 +112,17 @@ def test_evaluate_demo_refuses_bad_input_in_one_line(tmp_path):
         assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
 
 
+def test_evaluate_demo_writes_the_bfloat16_agreement_to_its_json_file(tmp_path):
+    result = run_cli("evaluate-demo", "--worlds", "1", "--threads", "1",
+                     "--bfloat16-agreement", "--json", str(tmp_path / "agreement.json"),
+                     timeout=300)
+    assert result.returncode == 0, result.stderr
+    written = json.loads((tmp_path / "agreement.json").read_text())
+    assert written["bfloat16_vs_float32"]["worlds"] == 1
+    assert 0 <= written["bfloat16_vs_float32"]["action_max_difference"] <= 0.02
+    assert "bfloat16_vs_float32" not in result.stdout          # the file instead of stdout
+
+
 def test_train_demo_refuses_bad_input_before_training(tmp_path):
     (tmp_path / "file").write_text("")
     cases = [(("--steps", "0"), "--steps: must be at least 1, not 0"),
@@ -170,6 +181,17 @@ def test_bench_model_refuses_counts_below_one_in_one_line():
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_bench_model_measures_a_dtype_named_twice_once(tmp_path):
+    # (auto,bfloat16 on a CPU with bf16 units is the same pair; named here so that it is on
+    # every machine)
+    result = run_cli("bench-model", "--preset", "tiny", "--dtype", "float32,bfloat16,float32",
+                     "--repeats", "1", "--batches", "1", "--decode-tokens", "1",
+                     "--json", str(tmp_path / "model.json"), timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "--dtype float32 is float32 here, as float32 is: measured once" in result.stdout
+    assert sorted(json.loads((tmp_path / "model.json").read_text())) == ["bfloat16", "float32"]
 
 
 def refusal(argv, capsys) -> str:

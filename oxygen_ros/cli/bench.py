@@ -53,10 +53,18 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
     from oxygen_ros.bench import model as benchmark
     from oxygen_ros.engine.threads import apply_torch_threads
     from oxygen_ros.model.checkpoint import CheckpointError
+    from oxygen_ros.model.precision import resolve_dtype
 
     refused = device_error("bench-model", args.device)
     if refused:
         return refused
+    dtypes: dict[str, str] = {}       # the dtype each run measures -> the name asked for
+    for name in args.dtype:
+        resolved = resolve_dtype(name, args.device)[0]
+        if resolved in dtypes:
+            print(f"--dtype {name} is {resolved} here, as {dtypes[resolved]} is: measured once")
+        else:
+            dtypes[resolved] = name
     threads = apply_torch_threads(args.threads)
     print(f"torch threads: {threads} (the inference node's choice unless --threads)")
     try:
@@ -64,7 +72,7 @@ def cmd_bench_model(args: argparse.Namespace) -> int:
                                  decode_steps=args.decode_tokens, repeats=args.repeats,
                                  cuda_graphs=args.cuda_graphs, checkpoint=args.checkpoint,
                                  compile=compiled, robots=tuple(args.robots))
-                   for dtype in args.dtype for compiled in COMPILE_RUNS[args.compile]]
+                   for dtype in dtypes.values() for compiled in COMPILE_RUNS[args.compile]]
     except CheckpointError as error:     # raised while loading, before anything is timed
         return usage_error("bench-model", str(error))
     print(benchmark.report(results))

@@ -159,19 +159,18 @@ def cmd_evaluate_demo(args: argparse.Namespace) -> int:
         other = load_model(checkpoint=args.checkpoint, dtype="bfloat16").model.eval()
         agreement = dtype_agreement(model, other, loaded.normalization, args.worlds,
                                     args.first_world, show_progress=True)
-        print(json.dumps({"checkpoint": args.checkpoint, "bfloat16_vs_float32": agreement},
-                         indent=2))
-        return 0
-    judged = {"worlds": args.worlds, "first_world": args.first_world, "show_progress": True}
-    result = {"checkpoint": args.checkpoint,
-              "unseen_worlds": evaluate(model, loaded.normalization, **judged),
-              "demo_moments": demo_moments(model, loaded.normalization, **judged)}
-    path = resolve(args.checkpoint)
-    manifest_path = (path if path.is_dir() else path.parent) / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
-    verdict = compare_manifest(result, manifest, args.first_world, args.worlds)
-    for line in report_lines(result, args.first_world, args.worlds, verdict):
-        print(line, file=sys.stderr)
+        result = {"checkpoint": args.checkpoint, "bfloat16_vs_float32": agreement}
+    else:
+        judged = {"worlds": args.worlds, "first_world": args.first_world, "show_progress": True}
+        result = {"checkpoint": args.checkpoint,
+                  "unseen_worlds": evaluate(model, loaded.normalization, **judged),
+                  "demo_moments": demo_moments(model, loaded.normalization, **judged)}
+        path = resolve(args.checkpoint)
+        manifest_path = (path if path.is_dir() else path.parent) / "manifest.json"
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
+        verdict = compare_manifest(result, manifest, args.first_world, args.worlds)
+        for line in report_lines(result, args.first_world, args.worlds, verdict):
+            print(line, file=sys.stderr)
     if args.json:
         from oxygen_ros.bench.report import write_json
 
