@@ -8,7 +8,7 @@ shared_kv: one prefill per frame shared by every task (cross-task KV sharing), b
 """
 
 from oxygen_ros.engine.engine import EngineCore
-from oxygen_ros.engine.request import LanguageRequest
+from oxygen_ros.engine.request import LanguageRequest, Status
 from oxygen_ros.engine.shared_cache import SharedCacheEngine
 
 
@@ -21,6 +21,15 @@ class _SequentialLanguage(EngineCore):
         if not self.feed(request, request.unfed, cache):
             raise RuntimeError(f"{self.mode}: KV pool exhausted; raise num_pages")
         self.decode_to_completion(request, cache)
+
+    def decode_to_completion(self, request: LanguageRequest, cache) -> None:
+        """Decode one request alone until it finishes."""
+        while request.status is Status.RUNNING:
+            if not cache.reserve(request.table, 1):
+                raise RuntimeError(f"{self.mode}: KV pool exhausted while decoding request "
+                                   f"{request.id}; raise num_pages")
+            logits = self.model.decode([request.table], [request.next_token], cache)
+            self.take_token(request, logits)
 
 
 class SharedKVEngine(_SequentialLanguage, SharedCacheEngine):

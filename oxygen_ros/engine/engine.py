@@ -381,15 +381,6 @@ class EngineCore:
                    self.on_text)
         request.seq += 1
 
-    def decode_to_completion(self, request: LanguageRequest, cache: KVCache) -> None:
-        """Decode one request alone until it finishes (the baselines' language path)."""
-        while request.status is Status.RUNNING:
-            if not cache.reserve(request.table, 1):
-                raise RuntimeError(f"{self.mode}: KV pool exhausted while decoding request "
-                                   f"{request.id}; raise num_pages")
-            logits = self.model.decode([request.table], [request.next_token], cache)
-            self.take_token(request, logits)
-
     def pages_in_use(self) -> int:
         raise NotImplementedError
 
