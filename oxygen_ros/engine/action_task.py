@@ -33,6 +33,7 @@ class ActionTask:
         self.plan: Optional[tuple[torch.Tensor, float]] = None  # (normalized [H, A], stamp)
         self.inference_delay = 0      # steps frozen in the last chunk (0: not guided)
         self.guided = False           # the last chunk was made with RTC
+        self.adopted = False          # the last chunk became the plan in force (finite)
 
     def noise(self, frame_id: int) -> torch.Tensor:
         """The frame's initial noise: a pure function of (seed, frame), so every engine mode
@@ -113,6 +114,7 @@ def run_together(tasks: Sequence[ActionTask], tables: Sequence[PageTable], cache
         task.inference_delay = 0 if row is None else row[1]
         if stamp is not None:
             task.guided = row is not None
-            if bool(torch.isfinite(chunk).all()):
+            task.adopted = bool(torch.isfinite(chunk).all())
+            if task.adopted:
                 task.plan = (chunk, stamp)
     return [chunk.numpy() for chunk in chunks]

@@ -12,8 +12,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
 
-import numpy as np
-
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.cache.page_table import PageTable
 from oxygen_ros.engine.action_task import ActionTask
@@ -293,8 +291,7 @@ class EngineCore:
         robot = self.robot_of(observation.robot)
         arrival = self.clock.now()
         robot.timing.observe_action_path(arrival - began)
-        late = bool(np.isfinite(actions).all()) and robot.timing.chunk_arrived(
-            observation.stamp, arrival)
+        late = robot.actions.adopted and robot.timing.chunk_arrived(observation.stamp, arrival)
         actions = self.normalization.unnormalize_actions(actions)
         guided = robot.actions.guided
         frozen = robot.actions.inference_delay if guided else 0
