@@ -131,15 +131,14 @@ class EngineCore:
         self._inbox.put(NewDialogue(request_id, text, max_tokens, self.clock.now(), name, full))
         return request_id
 
-    def hold_place(self, robot: Optional[str] = None) -> bool:
+    def hold_place(self, robot: str = "") -> bool:
         """Hold one of `robot`'s places for a request to come (an accepted Ask goal, any
         thread); False if none is free. Hand it to submit_dialogue(held=True) or back."""
-        return self._inbox.take_place(self.robot.name if robot is None
-                                      else self.robot_of(robot).name)
+        return self._inbox.take_place(self.robot_of(robot).name)
 
-    def give_back_place(self, robot: Optional[str] = None) -> None:
+    def give_back_place(self, robot: str = "") -> None:
         """A held place will not be used."""
-        self._inbox.give_place(self.robot.name if robot is None else self.robot_of(robot).name)
+        self._inbox.give_place(self.robot_of(robot).name)
 
     def cancel_dialogue(self, request_id: int) -> None:
         """End a dialogue request from any thread (finish_reason cancelled, pages freed at the
