@@ -31,7 +31,7 @@ class GuidedActionRunner(ActionRunner):
         capture = device.type == "cuda" if capture is None else capture
         with torch.no_grad():
             super().__init__(model, graphs.cache, graphs.max_pages, graphs.scratch_page,
-                             capture, noise_dtype=torch.float32, rows=rows)
+                             capture, rows=rows)
 
     def loop(self) -> torch.Tensor:
         return rtc.integrate(lambda x, t: self.model.velocity(self.static, x, t, self.cache),

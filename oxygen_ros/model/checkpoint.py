@@ -20,7 +20,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from oxygen_ros.model.config import GemmaConfig, ModelConfig, VisionConfig
-from oxygen_ros.model.pi05 import Pi05Model
+from oxygen_ros.model.pi05 import FLOAT32_HEADS, Pi05Model
 from oxygen_ros.model.safetensors_file import mapped_tensors
 
 WEIGHTS = "model.safetensors"
@@ -30,14 +30,15 @@ VARIANT_HEADS = {"dummy": (8, 1, 16), "gemma_300m": (8, 1, 256), "gemma_2b": (8,
                  "gemma_300m_lora": (8, 1, 256), "gemma_2b_lora": (8, 1, 256)}
 SIGLIP_HEAD_DIMS = (72, 64)   # So400m/14 (1152 wide, 16 heads), then SigLIP B/L
 # In bfloat16 the reference implementations keep these parameters in float32 (selectors
-# matched against checkpoint keys, as their to_bfloat16_for_selected_params does).
+# matched against checkpoint keys, as their to_bfloat16_for_selected_params does), and the
+# heads outside the VLM-with-expert, which that cast never reaches.
 KEEP_FLOAT32 = {
     "openpi": ("vision_tower.vision_model.embeddings.patch_embedding.weight",
                "vision_tower.vision_model.embeddings.patch_embedding.bias",
                "vision_tower.vision_model.embeddings.position_embedding.weight",
-               "input_layernorm", "post_attention_layernorm", "model.norm"),
+               "input_layernorm", "post_attention_layernorm", "model.norm") + FLOAT32_HEADS,
     "lerobot": ("vision_tower", "multi_modal_projector", "input_layernorm",
-                "post_attention_layernorm", "model.norm"),
+                "post_attention_layernorm", "model.norm") + FLOAT32_HEADS,
 }
 # stored by the reference implementations, not used for inference
 IGNORED = ("paligemma_with_expert.gemma_expert.lm_head.weight",)

@@ -91,7 +91,7 @@ class ActionRunner:
     rows read the scratch page (their action K/V go to the action tier's spare rows)."""
 
     def __init__(self, model: Pi05Model, cache: KVCache, max_pages: int, scratch_page: int,
-                 capture: bool, noise_dtype: Optional[torch.dtype] = None, rows: int = 1):
+                 capture: bool, rows: int = 1):
         config, device = model.config, model.device
         self.model, self.cache, self.max_pages = model, cache, max_pages
         self.scratch_page, self.rows = scratch_page, rows
@@ -100,7 +100,7 @@ class ActionRunner:
             block_tables=torch.full((rows, max_pages), scratch_page, dtype=torch.int32,
                                     device=device))
         self.noise = torch.zeros(rows, config.action_horizon, config.action_dim,
-                                 dtype=noise_dtype or model.dtype, device=device)
+                                 dtype=torch.float32, device=device)
         self.graph, self.output = _capture(self.loop) if capture else (None, None)
 
     def loop(self) -> torch.Tensor:

@@ -39,12 +39,20 @@ from oxygen_ros.model.prefix import Prefix
 from oxygen_ros.model.siglip import SiglipVisionModel
 
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+# Float32 in every dtype, as openpi and lerobot both run π0.5 in bfloat16: the heads outside
+# the VLM-with-expert, which their cast to bfloat16 never reaches (and so the flow-matching
+# Euler state the heads read and feed), and the Gemma norms that cast keeps (with the
+# expert's adaRMS modulation).
+FLOAT32_HEADS = ("action_in_proj", "action_out_proj", "time_mlp_in", "time_mlp_out")
+FLOAT32_NORMS = ("input_layernorm", "post_attention_layernorm", "language_model.norm",
+                 "expert.norm")
 
 
 class Pi05Model(PrefillPasses, nn.Module):
     def __init__(self, config: ModelConfig, seed: int = 0, dtype: torch.dtype = torch.float32):
         """dtype: the parameters are made and drawn in it (the full-size model in bfloat16
-        never exists in float32; the draws differ from float32 ones rounded)."""
+        never exists in float32; the draws differ from float32 ones rounded), all but the
+        FLOAT32_HEADS and FLOAT32_NORMS, which are then kept in float32."""
         super().__init__()
         self.config = config
         expert_width = config.expert.width
@@ -65,6 +73,9 @@ class Pi05Model(PrefillPasses, nn.Module):
                 self._init_weights()
             finally:
                 torch.set_default_dtype(default_dtype)
+        for name, module in self.named_modules():
+            if name in FLOAT32_HEADS or name.endswith(FLOAT32_NORMS):
+                module.float()
         self.scale = config.vlm.head_dim ** -0.5
         # Part of every prefix-index key: cached K/V are only valid for these weights.
         self.weights_version = f"random-init-seed-{seed}"
@@ -120,7 +131,7 @@ class Pi05Model(PrefillPasses, nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        """The compute dtype (norms and the vision path may be kept in float32)."""
+        """The compute dtype (norms, heads and the vision path may be kept in float32)."""
         return self.language_model.embed_tokens.weight.dtype
 
     @property
@@ -150,8 +161,19 @@ class Pi05Model(PrefillPasses, nn.Module):
         period = self.config.time_min_period * (
             self.config.time_max_period / self.config.time_min_period) ** fraction
         angle = t.to(self.device, torch.float64)[:, None] / period[None, :] * (2 * math.pi)
-        emb = torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1).to(self.dtype)
+        emb = torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)
+        emb = emb.to(self.time_mlp_in.weight.dtype)
         return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb))))
+
+    def embed_actions(self, x_t: torch.Tensor) -> torch.Tensor:
+        """Noisy actions [B, H, action_dim] -> the expert's input tokens."""
+        head = self.action_in_proj
+        return head(x_t.to(self.device, head.weight.dtype)).to(self.dtype)
+
+    def action_velocity(self, hidden: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        """The expert's last hidden states -> velocity [B, H, action_dim] in float32."""
+        normed, _ = self.expert.norm(hidden, cond)
+        return self.action_out_proj(normed.to(self.action_out_proj.weight.dtype))
 
     # -- the layer loops -----------------------------------------------------------------
     def _rope_tables(self, positions: torch.Tensor, dtype: torch.dtype):
@@ -290,19 +312,17 @@ class Pi05Model(PrefillPasses, nn.Module):
                                     scratch.v[layer, :batch], self.scale)
 
         cond = self.time_condition(t)
-        x = self.action_in_proj(x_t.to(self.device, self.dtype))
-        x = self._run_expert(x, cond, positions, attend)
-        normed, _ = self.expert.norm(x, cond)
-        return self.action_out_proj(normed)
+        x = self._run_expert(self.embed_actions(x_t), cond, positions, attend)
+        return self.action_velocity(x, cond)
 
     @torch.no_grad()
     def integrate(self, inputs: "ActionInputs", noise: torch.Tensor, cache: KVCache,
                   num_steps: Optional[int] = None) -> torch.Tensor:
-        """Euler integration of the flow from noise at t = 1 to actions at t = 0 (no
-        Python-side data: capturable as a CUDA graph)."""
+        """Euler integration of the flow from noise at t = 1 to actions at t = 0, in float32
+        (no Python-side data: capturable as a CUDA graph)."""
         steps = num_steps or self.config.num_denoise_steps
         dt = -1.0 / steps
-        x = noise.to(self.device, self.dtype)
+        x = noise.to(self.device, torch.float32)
         for step in range(steps):
             t = torch.full((x.shape[0],), 1.0 + step * dt, device=self.device)
             x = x + dt * self.velocity(inputs, x, t, cache)
@@ -311,7 +331,7 @@ class Pi05Model(PrefillPasses, nn.Module):
     @torch.no_grad()
     def sample_actions(self, tables: Sequence[PageTable], noise: torch.Tensor, cache: KVCache,
                        num_steps: Optional[int] = None) -> torch.Tensor:
-        """Actions [B, H, action_dim] for these prefixes from `noise`."""
+        """Actions [B, H, action_dim] (float32) for these prefixes from `noise`."""
         inputs = self.action_inputs(tables, cache)
         runner = self.graphs.action_runner(cache, inputs) \
             if self.graphs and num_steps is None else None

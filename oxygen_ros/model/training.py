@@ -186,7 +186,7 @@ def forward(model: Pi05Model, batch: TrainingBatch, x_t: torch.Tensor,
     looked = None
 
     cond = model.time_condition(t)
-    act_x = model.action_in_proj(x_t.to(model.dtype))
+    act_x = model.embed_actions(x_t)
     tables = rope_tables(positions, config.vlm.head_dim, config.rope_max_wavelength,
                          torch.float32)
     layers = list(zip(model.language_model.layers, model.expert.layers))
@@ -209,10 +209,10 @@ def forward(model: Pi05Model, batch: TrainingBatch, x_t: torch.Tensor,
         h_act, gate_mlp = expert_layer.post_attention_layernorm(act_x, cond)
         act_x = act_x + expert_layer.mlp(h_act) * gate_mlp
     logits = model.language_model.logits(vlm_x[:, layout.n_prefix:])
-    normed, _ = model.expert.norm(act_x, cond)
+    velocity = model.action_velocity(act_x, cond)
     if batch.look is not None:
-        return logits, model.action_out_proj(normed), looked.view(b, layout.n_text)
-    return logits, model.action_out_proj(normed)
+        return logits, velocity, looked.view(b, layout.n_text)
+    return logits, velocity
 
 
 def losses(model: Pi05Model, batch: TrainingBatch, generator: torch.Generator = None

@@ -18,7 +18,7 @@ from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.model import checkpoint
 from oxygen_ros.model.config import GemmaConfig, ModelConfig, VisionConfig, preset
 from oxygen_ros.model.loading import load_model
-from oxygen_ros.model.pi05 import Pi05Model
+from oxygen_ros.model.pi05 import FLOAT32_HEADS, Pi05Model
 from oxygen_ros.model.prefix import build_prefix
 from oxygen_ros.model.prompt import discretize_state
 from oxygen_ros.model.tokenizer import ByteTokenizer
@@ -162,11 +162,13 @@ def test_weights_load_as_bfloat16_by_parameter(tmp_path, reference):
     directory = write_openpi(tmp_path / "ckpt", reference, dtype=torch.bfloat16)
     assert checkpoint.inspect(directory).dtypes == {"BF16": len(real_keys(reference))}
     model, _ = checkpoint.load(directory, dtype=torch.bfloat16)
-    # as openpi's to_bfloat16_for_selected_params: vision embeddings and norms stay float32
+    # as openpi's to_bfloat16_for_selected_params: vision embeddings and norms stay float32,
+    # and the heads outside the VLM-with-expert, which it never casts
     kept = {name for name, p in model.named_parameters() if p.dtype == torch.float32}
-    assert kept and all(("vision.embeddings." in n or "layernorm" in n or n.endswith("norm.weight")
-                         or "norm.dense" in n) for n in kept), kept
-    assert model.action_in_proj.weight.dtype == model.dtype == torch.bfloat16
+    assert {f"{head}.weight" for head in FLOAT32_HEADS} <= kept
+    assert all(("vision.embeddings." in n or "layernorm" in n or n.endswith("norm.weight")
+                or "norm.dense" in n or n.split(".")[0] in FLOAT32_HEADS) for n in kept), kept
+    assert model.expert.layers[0].mlp.up_proj.weight.dtype == model.dtype == torch.bfloat16
     model32, _ = checkpoint.load(directory, dtype=torch.float32)
     torch.testing.assert_close(model32.action_in_proj.weight,
                                reference.action_in_proj.weight.bfloat16().float())
@@ -532,7 +534,7 @@ def test_the_inference_node_runs_a_checkpoint_given_by_parameters(tmp_path, refe
     try:
         assert node.model.description.startswith(f"openpi checkpoint {directory}")
         assert "assets/trossen/norm_stats.json (quantile)" in node.model.description
-        assert node.engine.model.action_in_proj.weight.dtype == torch.bfloat16
+        assert node.engine.model.dtype == torch.bfloat16
         rng = np.random.default_rng(0)
         images = {"base": rng.integers(0, 256, (28, 28, 3), dtype=np.uint8)}
         report = node.engine.step(Observation(images, np.zeros(14), "pick", 0.0))

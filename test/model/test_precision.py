@@ -1,9 +1,13 @@
 """dtype auto: bfloat16 exactly where the CPU has bf16 matrix units, and the reason said."""
 
 import pytest
+import torch
 
+from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.model import precision
+from oxygen_ros.model.config import preset
 from oxygen_ros.model.loading import load_model
+from oxygen_ros.model.pi05 import FLOAT32_HEADS, Pi05Model
 from oxygen_ros.model.precision import resolve_dtype
 
 
@@ -42,3 +46,28 @@ def test_the_loaded_model_runs_the_resolved_dtype_and_says_why(monkeypatch, flag
     loaded = load_model(preset="tiny", dtype="auto")
     assert str(loaded.model.dtype) == f"torch.{dtype}"
     assert f"{dtype} (auto: the CPU has" in loaded.description
+
+
+def test_in_bfloat16_the_action_heads_and_the_euler_state_stay_float32(make_prefix):
+    """As openpi and lerobot run π0.5 in bfloat16: the heads outside the VLM-with-expert
+    and the Gemma norms are float32, and the flow-matching state is never rounded to
+    bfloat16 between steps."""
+    model = Pi05Model(preset("tiny"), dtype=torch.bfloat16).eval()
+    kept = {name for name, p in model.named_parameters() if p.dtype == torch.float32}
+    norms = {name for name, _ in model.named_parameters()
+             if ("layernorm." in name and not name.startswith("vision."))
+             or name.startswith(("language_model.norm.", "expert.norm."))}
+    heads = {f"{head}.{p}" for head in FLOAT32_HEADS for p in ("weight", "bias")}
+    assert kept == heads | norms and any(".dense." in name for name in norms)
+    config = model.config
+    cache = KVCache.for_model(config, num_pages=16, page_size=16, dtype=model.dtype)
+    table = model.prefill(make_prefix(config), cache)
+    noise = torch.randn(1, config.action_horizon, config.action_dim,
+                        generator=torch.Generator().manual_seed(0))
+    actions = model.sample_actions([table], noise, cache)
+    inputs, x, dt = model.action_inputs([table], cache), noise, -1.0 / config.num_denoise_steps
+    for step in range(config.num_denoise_steps):
+        velocity = model.velocity(inputs, x, torch.full((1,), 1.0 + step * dt), cache)
+        assert velocity.dtype == torch.float32
+        x = x + dt * velocity
+    assert actions.dtype == torch.float32 and torch.equal(actions, x)
