@@ -54,8 +54,10 @@ def test_participants_joining_and_leaving_leave_the_command_period_alone(
         assert len(reports) >= 3, probe.reports_of("inference")
         assert probe.counter("inference", "watchdog_trips") == trips, \
             "".join(inference.lines)[-2000:]
+        # at most one tick late: under taskset -c 0 beside a CI run, with eight processes on
+        # the core, one was (40.0 ms); the stalls this test is about cost 3 to 32 ticks
         gaps = [float(r["command_gap_ms_max"]) for r in reports]
-        assert max(gaps) < 2 * PERIOD_S * 1e3, gaps
+        assert max(gaps) < 3 * PERIOD_S * 1e3, gaps
         assert min(float(r["action_rate_hz"]) for r in reports) >= 48.0, reports
         threads = control_process_threads(inference.pid)
         assert any(name.startswith("dds.") for name in threads), threads   # Fast DDS's
