@@ -73,15 +73,19 @@ class Pi05Model(PrefillPasses, nn.Module):
                 self._init_weights()
             finally:
                 torch.set_default_dtype(default_dtype)
-        for name, module in self.named_modules():
-            if name in FLOAT32_HEADS or name.endswith(FLOAT32_NORMS):
-                module.float()
+        self.keep_float32_parts()
         self.scale = config.vlm.head_dim ** -0.5
         # Part of every prefix-index key: cached K/V are only valid for these weights.
         self.weights_version = f"random-init-seed-{seed}"
         self.compiled_passes: dict[str, CompiledPass] = {}     # compile_passes()
         self.counters = {"prefix_tokens_computed": 0, "prefix_tokens_reused": 0}
         self.graphs = None     # model/cuda_graphs.CudaGraphs once enabled (CUDA only)
+
+    def keep_float32_parts(self) -> None:
+        """Put the FLOAT32_HEADS and FLOAT32_NORMS back in float32 (after a cast)."""
+        for name, module in self.named_modules():
+            if name in FLOAT32_HEADS or name.endswith(FLOAT32_NORMS):
+                module.float()
 
     def _init_weights(self) -> None:
         """Random weights that behave like a model: with tied embeddings and default init a

@@ -7,7 +7,7 @@ import torch
 
 from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.model.config import preset
-from oxygen_ros.model.pi05 import FLOAT32_HEADS, FLOAT32_NORMS, Pi05Model
+from oxygen_ros.model.pi05 import Pi05Model
 
 
 def run_passes(model, make_prefix) -> list[torch.Tensor]:
@@ -52,9 +52,7 @@ def test_compiled_float32_passes_equal_the_eager_ones(make_prefix):
 def test_compiled_bfloat16_passes_are_as_close_to_float32_as_the_eager_ones(make_prefix):
     reference = Pi05Model(preset("tiny"), seed=0).eval()
     eager = copy.deepcopy(reference).to(torch.bfloat16)
-    for name, module in eager.named_modules():     # as Pi05Model(dtype=torch.bfloat16)
-        if name in FLOAT32_HEADS or name.endswith(FLOAT32_NORMS):
-            module.float()
+    eager.keep_float32_parts()       # as Pi05Model(dtype=torch.bfloat16)
     compiled = copy.deepcopy(eager)
     compiled.compile_passes()
     expected = run_passes(reference, make_prefix)
