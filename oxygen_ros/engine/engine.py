@@ -147,9 +147,6 @@ class EngineCore:
 
     def drain(self) -> None:
         """Take new requests and cancellations now (engine thread; frames do it too)."""
-        self._drain_inbox()
-
-    def _drain_inbox(self) -> None:
         for message in self._inbox.take():
             if isinstance(message, Cancel):
                 self._cancel(message.request_id)
@@ -212,7 +209,7 @@ class EngineCore:
         self.frames += len(robots)
         for robot, observation in zip(robots, observations):
             robot.timing.observe_age(start - observation.stamp)
-        self._drain_inbox()
+        self.drain()
         self._expire()
         for robot, observation in zip(robots, observations):
             memory = robot.memory.observe(observation, began)

@@ -167,7 +167,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         ones attach to the newest prefix seen (the answer is about the last thing seen) or,
         before any, wait. Runs until `until`
         (default one frame period from now); returns the tokens decoded."""
-        self._drain_inbox()
+        self.drain()
         self._expire()
         for robot in self.robots.values():
             memory = None if robot.refused else robot.memory.due(self.clock.now())
