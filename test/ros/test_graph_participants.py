@@ -6,6 +6,8 @@ while a service response waits for DDS to match a new client, and commands had g
 participant, on Jazzy's Fast DDS 2.14 a publish waited 0.3-1.9 s for a joining
 subscriber's shared-memory port: control_dds.py.)"""
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -37,15 +39,13 @@ def test_participants_joining_and_leaving_leave_the_command_period_alone(
         trips = probe.counter("inference", "watchdog_trips")
         joiners = [processes.python("test/ros/nodes/joiner.py", processes.domain, VISITS,
                                     j * VISITS) for j in range(JOINERS)]
-        # the event is each joiner's last visit, not its exit: under taskset one joiner had
-        # left its last participant (rclpy shut down) and was still running 180 s later, in
-        # its interpreter's exit; the fixture kills what is left
+        # the event is each visit's verdict, printed before it leaves: a visitor stuck in
+        # its own teardown (joiner.py) is killed by its lane; the fixture kills what is left
         def visited():
             return [line for j in joiners for line in j.lines if line.startswith("visit")]
 
         assert probe.spin(180.0, until=lambda: len(visited()) == JOINERS * VISITS), \
-            [f"joiner {j.pid} {'running' if j.poll() is None else 'ended'}: {''.join(j.lines)}"
-             for j in joiners]
+            where_joiners_hang(joiners)
         end = time.time_ns()
         visits = visited()
         assert len(visits) == JOINERS * VISITS and all(v.endswith("ok\n") for v in visits), \
@@ -64,6 +64,20 @@ def test_participants_joining_and_leaving_leave_the_command_period_alone(
         assert not [name for name in threads if name.startswith("dds.shm")], threads
     finally:
         probe.close()
+
+
+def where_joiners_hang(joiners) -> str:
+    """Each joiner's last lines, with the Python stacks of those still running: the lane's
+    and its visit's (both dump theirs on SIGUSR1)."""
+    running = [j for j in joiners if j.poll() is None]
+    for joiner in running:
+        os.killpg(joiner.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and not all(
+            sum("most recent call first" in line for line in j.lines) >= 2 for j in running):
+        time.sleep(0.1)
+    return "\n".join(f"joiner {j.pid} {'running' if j in running else 'ended'}:\n"
+                     + "".join(j.lines[-40:]) for j in joiners)
 
 
 def control_process_threads(node_pid: int) -> list[str]:
