@@ -1,6 +1,7 @@
 """Fixtures for tests that talk real DDS: a private domain per test, child processes with
 hard timeouts (rclpy traps SIGTERM), and an rclpy context bound to that domain."""
 
+import contextlib
 import itertools
 import os
 import signal
@@ -69,7 +70,8 @@ class Processes:
         self.stop(*self.children, grace_s=grace_s)
 
     def stop(self, *children, grace_s: float = 3.0) -> None:
-        """SIGINT to each child's process group, SIGKILL after grace_s."""
+        """SIGINT to each child's process group, SIGKILL after grace_s to what is left of
+        the group (the child, or a grandchild stuck where SIGINT does not reach it)."""
         for child in children:
             if child.poll() is None:
                 os.killpg(child.pid, signal.SIGINT)
@@ -78,8 +80,10 @@ class Processes:
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
+                pass
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
+            child.wait()
             child.drain.join(timeout=2.0)
 
 

@@ -15,6 +15,7 @@ from graph_helpers import Probe, executable, write_params
 
 PERIOD_S = 1 / 50.0
 JOINERS, VISITS = 3, 4
+LANE_EXIT_S = 60.0      # after its last verdict, a lane waits at most 21 s for that visit
 
 
 def test_participants_joining_and_leaving_leave_the_command_period_alone(
@@ -39,17 +40,19 @@ def test_participants_joining_and_leaving_leave_the_command_period_alone(
         trips = probe.counter("inference", "watchdog_trips")
         joiners = [processes.python("test/ros/nodes/joiner.py", processes.domain, VISITS,
                                     j * VISITS) for j in range(JOINERS)]
-        # the event is each visit's verdict, printed before it leaves: a visitor stuck in
-        # its own teardown (joiner.py) is killed by its lane; the fixture kills what is left
+        # each visit's verdict comes before it leaves; then the lanes end, their last visits
+        # gone (a visitor stuck in its own teardown is killed by its lane: joiner.py)
         def visited():
             return [line for j in joiners for line in j.lines if line.startswith("visit")]
 
         assert probe.spin(180.0, until=lambda: len(visited()) == JOINERS * VISITS), \
             where_joiners_hang(joiners)
+        for joiner in joiners:
+            processes.finish(joiner, timeout=LANE_EXIT_S)
         end = time.time_ns()
         visits = visited()
         assert len(visits) == JOINERS * VISITS and all(v.endswith("ok\n") for v in visits), \
-            visits
+            lanes_output(joiners)
         reports = probe.reports_stamped("inference", start + 1_000_000_000, end)
         assert len(reports) >= 3, probe.reports_of("inference")
         assert probe.counter("inference", "watchdog_trips") == trips, \
@@ -70,13 +73,19 @@ def where_joiners_hang(joiners) -> str:
     """Each joiner's last lines, with the Python stacks of those still running: the lane's
     and its visit's (both dump theirs on SIGUSR1)."""
     running = [j for j in joiners if j.poll() is None]
+    printed = {j.pid: len(j.lines) for j in running}
     for joiner in running:
         os.killpg(joiner.pid, signal.SIGUSR1)
     deadline = time.monotonic() + 10.0
     while time.monotonic() < deadline and not all(
-            sum("most recent call first" in line for line in j.lines) >= 2 for j in running):
+            sum("most recent call first" in line for line in j.lines[printed[j.pid]:]) >= 2
+            for j in running):
         time.sleep(0.1)
-    return "\n".join(f"joiner {j.pid} {'running' if j in running else 'ended'}:\n"
+    return lanes_output(joiners)
+
+
+def lanes_output(joiners) -> str:
+    return "\n".join(f"joiner {j.pid} {'running' if j.poll() is None else 'ended'}:\n"
                      + "".join(j.lines[-40:]) for j in joiners)
 
 

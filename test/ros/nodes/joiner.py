@@ -2,27 +2,19 @@
 the inference node as the ros2 CLI does (node and topic lists, its parameters, a short
 subscription to its commands), and leave again, one after another.
 
-`joiner.py DOMAIN VISITS FIRST` runs VISITS visits in turn, each in its own process as each
-`ros2` command is; `joiner.py visit DOMAIN INDEX` is one visit. A visit prints its verdict
-before it tears down. Its process then has EXIT_S to end: Jazzy's Fast DDS has hung in a
-participant's teardown and in the interpreter's exit (seen under load, not reproduced),
-which is the visitor's trouble, not the node's; such a visit is killed, as a stuck ros2
-command would be, and the lane goes on."""
+`joiner.py DOMAIN VISITS FIRST` is a lane: VISITS visits in turn, each in its own process
+as each `ros2` command is; `joiner.py visit DOMAIN INDEX` is one visit. A visit prints its
+verdict before it tears down. Its process then has EXIT_S to end: Jazzy's Fast DDS has hung
+in a participant's teardown and in the interpreter's exit (seen under load, not
+reproduced), which is the visitor's trouble, not the node's; such a visit is killed, as a
+stuck ros2 command would be, the lane says so and goes on. The lane itself never loads
+rclpy, so its own exit cannot hang there."""
 
 import faulthandler
 import signal
 import subprocess
 import sys
 import time
-
-import rclpy
-from rcl_interfaces.srv import GetParameters, ListParameters
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
-from std_msgs.msg import Float64MultiArray
-
-from oxygen_ros.ros import qos
 
 EXIT_S = 20.0
 
@@ -43,6 +35,15 @@ def visit(index: int, domain: int) -> None:
     """One participant's life; its verdict is ok when it found the inference node, its
     parameters and its commands. Each phase's seconds are printed as it ends, for the
     test's message when one hangs."""
+    import rclpy
+    from rcl_interfaces.srv import GetParameters, ListParameters
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from std_msgs.msg import Float64MultiArray
+
+    from oxygen_ros.ros import qos
+
     clock = [time.monotonic()]
 
     def phase(name: str) -> None:
@@ -86,23 +87,28 @@ def visit(index: int, domain: int) -> None:
 
 
 def lane(domain: int, visits: int, first: int) -> None:
-    """The visits one after another, each in its own process."""
+    """The visits one after another, each in its own process; a visit that ends without
+    a verdict (it raised, or crashed) is reported failed."""
     for index in range(first, first + visits):
         child = subprocess.Popen([sys.executable, __file__, "visit", str(domain), str(index)],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        verdict = False
         for line in child.stdout:
             print(line, end="", flush=True)
             if line.startswith("visit "):
+                verdict = True
                 break
         try:
-            child.wait(timeout=EXIT_S)
+            rest, _ = child.communicate(timeout=EXIT_S)
         except subprocess.TimeoutExpired:
             child.send_signal(signal.SIGUSR1)
-            time.sleep(1.0)
+            time.sleep(1.0)                       # for its stack to be written
             child.kill()
-            child.wait()
-            print(f"  {index} killed: still running {EXIT_S:.0f} s after its verdict", flush=True)
-        print(child.stdout.read(), end="", flush=True)
+            rest, _ = child.communicate()
+            rest += f"  {index} killed: still running {EXIT_S:.0f} s after its verdict\n"
+        print(rest, end="", flush=True)
+        if not verdict:
+            print(f"visit {index}: failed (no verdict, exit {child.returncode})", flush=True)
 
 
 def main() -> int:
