@@ -284,12 +284,22 @@ def test_each_bad_option_is_refused_in_one_line_before_any_work(argv, message, c
     assert message in refusal(argv, capsys)
 
 
+def test_a_device_this_torch_cannot_use_is_refused(capsys):
+    import torch
+
+    line = refusal(["bench", "--device", "cuda:99"], capsys)
+    why = "this machine has" if torch.cuda.is_available() else "this torch cannot use CUDA"
+    assert f"--device cuda:99: {why}" in line
+
+
 def test_a_json_path_under_a_file_is_refused_before_the_run_and_missing_folders_are_made(
         tmp_path, capsys):
     (tmp_path / "file").write_text("")
     line = refusal(["bench-ingest", "--repeats", "1", "--json",
                     str(tmp_path / "file" / "x.json")], capsys)
     assert "file is a file, not a folder" in line
+    line = refusal(["bench", "--plot", str(tmp_path / "file" / "x.png")], capsys)
+    assert "argument --plot:" in line and "file is a file, not a folder" in line
     from oxygen_ros.cli import build_parser
 
     args = build_parser().parse_args(["bench-ingest", "--repeats", "1", "--json",
