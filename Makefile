@@ -19,7 +19,8 @@ $(error ROS_DISTRO must be kilted or jazzy, not '$(ROS_DISTRO)')
 endif
 PYTHON     ?= python3
 PY         := $(VENV)/bin/python
-# make test TESTS='test/ros test/test_config.py': only those (.ci/run does so on Jazzy)
+# make test TESTS='test/ros test/test_config.py': only those (.ci/run does so on Jazzy); the 15
+# slowest tests are listed at the end, so that a CI log says where its time went
 TESTS      ?= test
 # DDS traffic never leaves loopback; each run picks its own domain.
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
@@ -58,7 +59,7 @@ run: setup
 	$(PY) -m oxygen_ros.cli demo
 
 test: setup
-	$(PY) -m pytest -q $(TESTS)
+	$(PY) -m pytest -q --durations=15 $(TESTS)
 
 clean:
 	rm -rf $(VENV) build
