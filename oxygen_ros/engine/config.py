@@ -21,8 +21,10 @@ class EngineConfig:
                                       range=(1, 100_000))
     max_tokens_per_frame: int = parameter(8, "cap when language catches up after throttling",
                                           range=(1, 100_000))
-    dialogue_max_tokens: int = parameter(48, "max new tokens per dialogue answer",
-                                         range=(1, 100_000))
+    dialogue_max_tokens: int = parameter(
+        48, "max new tokens per dialogue answer whose request does not give its own (an Ask "
+        "goal's max_tokens; an answer the KV pool cannot hold ends kv_full)",
+        range=(1, 100_000))
     memory_max_tokens: int = parameter(48, "max new tokens per memory summary",
                                        range=(1, 100_000))
     memory_period_s: float = parameter(10.0, "episodic memory period (0.1 Hz); 0 turns it off",

@@ -249,8 +249,12 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
             if not fits(None if per_token is None else per_token * count):
                 affordable = 0 if per_token is None else int((until - now()) / per_token)
                 count = min(count, max(affordable, PROMPT_PIECE if guaranteed else 0))
-            if count <= 0 or not self.feed(request, count, self.cache):
+            if count <= 0:
                 break
+            if not self.feed(request, count, self.cache):
+                if self.scheduler.running != [request]:
+                    break   # pages come back as the others end or are preempted
+                self.out_of_pages(request)
             guaranteed = False
 
         # 2. batched decode steps over the running requests: all of them if the budget
@@ -313,5 +317,15 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         running requests while the pool is short; the requests of `batch` that got room."""
         for request in batch:
             while request.status is Status.RUNNING and not self.cache.reserve(request.table, 1):
-                self.preempt(self.scheduler.victim())
+                if self.scheduler.running == [request]:
+                    self.out_of_pages(request)
+                else:
+                    self.preempt(self.scheduler.victim())
         return [r for r in batch if r.status is Status.RUNNING]
+
+    def out_of_pages(self, request: LanguageRequest) -> None:
+        """The only running request cannot grow: the pool beside the robots' newest prefixes
+        is all its own, so no preemption can make room (it would resume and run out again,
+        holding every request behind it). It ends kv_full, its answer cut there."""
+        self.counters["kv_full_requests"] += 1
+        self._finish(request, "kv_full")

@@ -40,7 +40,7 @@ class LanguageRequest:
     preemptions: int = 0
     truncated: bool = False             # the request text was cut to fit
     fed: int = 0                        # tokens of to_feed() already in the table
-    finish_reason: str = ""             # eos, length, timeout, queue_full, cancelled, engine_error
+    finish_reason: str = ""             # why it ended (the reasons: docs/messages.md)
     robot: str = ""                     # whose observations it reads
 
     @property

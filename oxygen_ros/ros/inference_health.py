@@ -1,5 +1,6 @@
 """The inference node's diagnostics: its numbers and its level and message (no ROS)."""
 
+from collections import Counter
 from typing import Iterable, Mapping, Optional, Sequence
 
 from oxygen_ros.engine.frame_timing import percentile
@@ -9,15 +10,18 @@ BAD_INPUTS = {"future_stamp", "stale_stamp", "malformed_observation", "unknown_c
               "missing_camera", "joint_names_mismatch", "joint_state_mismatch",
               "non_finite_state", "empty_instruction", "long_instruction", "empty_request",
               "truncated_request", "non_finite_chunk", "non_finite_command", "internal_error"}
+# what else warns: an answer cut where the KV pool ran out (raise num_pages)
+PROBLEMS = BAD_INPUTS | {"dialogue_kv_full"}
 
 
 class Health:
     """Level ("OK", "WARN" or "ERROR") and message per diagnostics period; a problem
-    (deadline miss, bad input) warns in the period it was counted in, a failed engine frame
-    (the model raised) is an ERROR with its error text in that period."""
+    (deadline miss, bad input, an answer the KV pool cut) warns in the period it was
+    counted in, naming each kind and how many, a failed engine frame (the model raised) is
+    an ERROR with its error text in that period."""
 
     def __init__(self):
-        self._reported_problems = 0
+        self._reported_problems: Counter = Counter()
         self.failed_frames = 0
         self.last_error = ""
         self._reported_failures = 0
@@ -47,7 +51,8 @@ class Health:
         """targets_missed: what the machine can deliver when it cannot meet the targets;
         refused: why admission refused the robot ("": served)."""
         counters = dict(counters)      # one copy: callbacks on other threads add keys
-        problems = deadline_misses + sum(n for k, n in counters.items() if k in BAD_INPUTS)
+        problems = Counter({k: n for k, n in counters.items() if k in PROBLEMS},
+                           deadline_misses=deadline_misses)
         new_problems, self._reported_problems = problems - self._reported_problems, problems
         failures, self._reported_failures = (self.failed_frames - self._reported_failures,
                                              self.failed_frames)
@@ -66,7 +71,7 @@ class Health:
         if targets_missed is not None:
             return "WARN", f"real-time targets cannot be met: {targets_missed}"
         if new_problems:
-            return "WARN", f"{new_problems} deadline misses or bad inputs"
+            return "WARN", ", ".join(f"{n} {kind}" for kind, n in sorted(new_problems.items()))
         return "OK", "ok"
 
 
@@ -130,6 +135,7 @@ def engine_values(engine) -> dict:
         "frames": engine.counters["frames"],
         "language_tokens": engine.counters["tokens"],
         "preemptions": engine.counters["preemptions"],
+        "kv_full_requests": engine.counters["kv_full_requests"],   # ended: the pool was full
         "throttled_frames": engine.counters["throttled_frames"],
         "robots_shed": engine.counters["robots_shed"],            # admission at run time
         "robots_readmitted": engine.counters["robots_readmitted"],

@@ -106,6 +106,38 @@ def test_preempted_requests_resume_with_exactly_the_tokens_of_an_uninterrupted_d
         assert request.generated == tokens
 
 
+@pytest.mark.parametrize("feeding", [False, True])
+def test_a_request_the_pool_cannot_hold_even_alone_ends_kv_full_and_the_next_is_answered(
+        tiny_model, feeding):
+    # decoding: it fills the pool token by token; feeding: its prompt alone is too long
+    clock = ManualClock()
+    pool = config(num_pages=12, memory_period_s=0, frame_period_s=0.1,
+                  request_timeout_s=0.0, max_request_tokens=1000)
+    engine = OxygenEngine(TimedModel(tiny_model, clock), pool, clock=clock)
+    events = Events(engine)
+    endless = engine.submit_dialogue("x" * pool.num_pages * pool.page_size if feeding
+                                     else "tell me everything", max_tokens=100_000)
+    short = engine.submit_dialogue("hi", max_tokens=5)
+    at_the_end = []     # (pages the pool uses, the ending request's and the newest prefix's)
+    ending = engine.out_of_pages
+    engine.out_of_pages = lambda request: (at_the_end.append((
+        engine.cache.pool.used_pages, set(request.table.pages) | set(engine.newest[0].pages),
+        engine.cache.pool.can_allocate(1))), ending(request))
+    control_loop(engine, clock, stream(10), 0.1, drain=400)
+    ends = {t.request_id: t.finish_reason for t in events.texts if t.final}
+    assert ends == {endless: "kv_full", short: "length"}
+    (used, held, page_free), = at_the_end
+    assert used == len(held)            # nothing else to preempt
+    generated = engine.counters["tokens"] - 5
+    if feeding:
+        assert generated == 0 and events.text_by_request()[("dialogue", endless)] == ""
+    else:                               # cut where the pool ran out
+        assert generated > 0 and not page_free
+    assert engine.counters["kv_full_requests"] == 1 and engine.pending_requests == 0
+    engine.release_newest()
+    engine.cache.pool.check_whole()
+
+
 @pytest.mark.parametrize("page_size", [1, 2, 3, 5, 7, 16])
 def test_the_start_up_measurement_fits_every_page_size(tiny_model, page_size):
     # it decodes 8 tokens on one fork of the blank prefix: its reservation must cover them

@@ -37,10 +37,10 @@ def test_states_in_order_of_precedence():
 def test_new_problems_warn_once_then_ok():
     health = Health()
     assert verdict(health, {"bad_image": 2}, deadline_misses=1) == (
-        "WARN", "3 deadline misses or bad inputs")
+        "WARN", "2 bad_image, 1 deadline_misses")
     assert verdict(health, {"bad_image": 2}, deadline_misses=1) == ("OK", "ok")
-    assert verdict(health, {"bad_image": 3}, deadline_misses=1) == (
-        "WARN", "1 deadline misses or bad inputs")
+    assert verdict(health, {"bad_image": 3, "dialogue_kv_full": 1}, deadline_misses=1) == (
+        "WARN", "1 bad_image, 1 dialogue_kv_full")
 
 
 def test_failed_frames_are_an_error_with_the_error_text_in_the_period_they_failed_in():
