@@ -44,11 +44,13 @@ def run_cli(*args, timeout=120):
 def test_bad_bag_arguments_are_one_line_errors_not_tracebacks(tmp_path):
     (tmp_path / "exists").mkdir()
     (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("")
     cases = [
         (("make-demo-bag", str(tmp_path / "exists")), "exists; choose a new path"),
+        (("make-demo-bag", str(tmp_path / "file" / "bag")), "file is a file, not a folder"),
         (("make-demo-bag", str(tmp_path / "a"), "--size", "1280"), "expected WIDTHxHEIGHT"),
         (("make-demo-bag", str(tmp_path / "b"), "--duration", "-3"), "must be above 0, not -3"),
-        (("replay", str(tmp_path / "missing")), "oxygen-ros replay:"),
+        (("replay", str(tmp_path / "missing")), f"replay: {tmp_path / 'missing'}: no such bag"),
         (("replay", str(tmp_path / "empty")), "oxygen-ros replay:"),
     ]
     for args, message in cases:
@@ -69,6 +71,11 @@ def test_replay_refuses_offsets_past_the_end_and_looping_a_zero_length_bag(tmp_p
                                                           "('/bad name!')"),
                           (("--remap", "/oxygen/instruction:=/a b"),
                            "--remap: Invalid topic name: "),
+                          (("--remap", "/a b:=/x"), "--remap: Invalid topic name: "),
+                          (("--topics", "/joint_states", "/a b"), "--topics: Invalid topic name"),
+                          (("--topics", "/joint_states", "/jiont_states"),
+                           f"--topics: {tmp_path / 'bag'} has no /jiont_states (its topics: "),
+                          (("--remap", "/nope:=/x"), f"--remap: {tmp_path / 'bag'} has no /nope"),
                           (("--qos-overrides", str(tmp_path / "qos.yaml")),
                            "replay: --qos-overrides: " + str(tmp_path / "qos.yaml") + ": not YAML"),
                           (("--qos-overrides", str(tmp_path / "none.yaml")),

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from oxygen_ros.cli.options import (LONGEST_BAG_S, add_json, add_node_options, add_threads,
-                                    bounded, chosen_config, launch_arguments, node_ros_args,
-                                    output_file, param_overrides, ros_environment, seed_option,
-                                    usage_error)
+                                    bounded, chosen_config, launch_arguments, new_folder,
+                                    node_ros_args, output_file, param_overrides,
+                                    ros_environment, seed_option, usage_error)
 
 DEFAULT_DEMO_BAG = "build/demo_bag"      # as oxygen_ros.ros.demo_job (imported only to run)
 
@@ -95,8 +95,6 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
     if int(width) * int(height) > MAX_PIXELS:
         return usage_error("make-demo-bag", f"--size {args.size}: more than the {MAX_PIXELS} "
                                             "pixels camera_ingest takes by default")
-    if Path(args.path).exists():
-        return usage_error("make-demo-bag", f"{args.path} exists; choose a new path")
     try:
         spec = DemoBagSpec(duration_s=args.duration, camera_hz=args.camera_hz,
                            encoding=args.encoding, width=int(width), height=int(height),
@@ -237,7 +235,7 @@ def add_commands(sub) -> None:
     demo.set_defaults(func=cmd_demo)
 
     bag = sub.add_parser("make-demo-bag", help=cmd_make_demo_bag.__doc__)
-    bag.add_argument("path", help="new bag directory")
+    bag.add_argument("path", type=new_folder, help="new bag directory")
     bag.add_argument("--duration", type=bounded(float, above=0, most=LONGEST_BAG_S),
                      default=12.0, help="seconds (default 12)")
     bag.add_argument("--camera-hz", type=bounded(float, least=0.001, most=1000), default=15.0,

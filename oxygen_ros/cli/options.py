@@ -56,6 +56,20 @@ def output_file(text: str) -> str:
     path = Path(text).expanduser()
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file path")
+    return _creatable(text, path)
+
+
+def new_folder(text: str) -> str:
+    """An argparse type: a folder the verb creates (a bag), checked before any work: not
+    there yet, no file where a folder must be."""
+    path = Path(text).expanduser()
+    if path.exists():
+        raise argparse.ArgumentTypeError(f"{text} exists; choose a new path")
+    return _creatable(text, path)
+
+
+def _creatable(text: str, path: Path) -> str:
+    """`path`, if its nearest existing ancestor is a writable folder."""
     folder = next((p for p in path.absolute().parents if p.exists()), None)
     if folder is not None and not folder.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: {folder} is a file, not a folder")

@@ -2,6 +2,7 @@
 
 import argparse
 import time
+from pathlib import Path
 
 from oxygen_ros.cli.options import (LONGEST_TIME_S, LONGEST_WAIT_S, add_dtype, add_node_options,
                                     bounded, chosen_config, launch_arguments, node_ros_args,
@@ -60,16 +61,26 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rclpy.signals import SignalHandlerOptions
     from rclpy.exceptions import NameValidationException
     from rclpy.validate_namespace import validate_namespace
+    from rclpy.validate_topic_name import validate_topic_name
     from rosbags.highlevel import AnyReaderError
 
-    from oxygen_ros.ros.bag import BagReplayer, load_qos_overrides
+    from oxygen_ros.ros.bag import BagReplayer, MissingTopics, load_qos_overrides
     from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
 
+    if not Path(args.bag).exists():
+        return usage_error("replay", f"{args.bag}: no such bag")
     if args.namespace.strip("/"):
         try:
             validate_namespace("/" + args.namespace.strip("/"))
         except NameValidationException as error:
             return usage_error("replay", f"--namespace: {_name_error(error)}")
+    named = [("--topics", name) for name in args.topics or ()] + [
+        ("--remap", name) for pair in args.remap or () for name in pair]
+    for option, name in named:
+        try:
+            validate_topic_name(name)
+        except NameValidationException as error:
+            return usage_error("replay", f"{option}: {_name_error(error)}")
     rclpy.init(args=["oxygen-ros-replay"], signal_handler_options=SignalHandlerOptions.NO)
     stop = install_stop_signals()   # Ctrl-C ends the replay where it is
     node = Node("oxygen_replay")
@@ -88,6 +99,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                                    restamp=args.restamp, clock_hz=args.clock,
                                    topics=args.topics, qos_overrides=overrides,
                                    namespace=args.namespace.strip("/"))
+        except MissingTopics as error:
+            return usage_error("replay", f"--{error.option}: {error}")
         except (ValueError, OSError, AnyReaderError) as error:
             message = str(error)        # rosbags' own messages do not always name the bag
             return usage_error("replay", message if args.bag in message

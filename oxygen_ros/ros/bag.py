@@ -238,6 +238,15 @@ def check_readable(path: str | Path) -> None:
         raise ValueError(f"{path}: {error}") from None
 
 
+class MissingTopics(ValueError):
+    """Topics a replay names (`option`: topics or remap) that the bag has not recorded."""
+
+    def __init__(self, option: str, path: Path, missing: Sequence[str], recorded: Sequence[str]):
+        self.option = option
+        super().__init__(f"{path} has no {', '.join(missing)} (its topics: "
+                         f"{', '.join(recorded)})")
+
+
 class BagReplayer:
     """Publishes a bag's records through `node` on the recorded schedule.
 
@@ -261,16 +270,16 @@ class BagReplayer:
         self.stats = ReplayStats()
         self._reader = AnyReader([self.path], default_typestore=TYPESTORE)
         self._reader.open()
-        self._connections = [c for c in self._reader.connections
-                             if topics is None or c.topic in topics]
-        if not self._connections:
-            raise ValueError(f"{self.path}: no matching topics "
-                             f"(bag has {sorted({c.topic for c in self._reader.connections})})")
-        if self.start_offset_ns and self.start_offset_ns >= self.duration_ns:
-            raise ValueError(f"start offset {start_offset_s:g} s is past the end of the bag "
-                             f"({self.duration_ns / NS:g} s)")
-        if loop and self.duration_ns < NS // 1000:   # rosbags' end time is exclusive: +1 ns
-            raise ValueError(f"{self.path} lasts less than 1 ms: it cannot loop")
+        try:
+            self._connections = self._chosen(topics)
+            if self.start_offset_ns and self.start_offset_ns >= self.duration_ns:
+                raise ValueError(f"start offset {start_offset_s:g} s is past the end of the "
+                                 f"bag ({self.duration_ns / NS:g} s)")
+            if loop and self.duration_ns < NS // 1000:  # rosbags' end time is exclusive: +1 ns
+                raise ValueError(f"{self.path} lasts less than 1 ms: it cannot loop")
+        except ValueError:
+            self._reader.close()
+            raise
         self._publishers, self._restamp_topics, self._latched = {}, set(), set()
         for connection in self._connections:
             renamed = self.remap.get(connection.topic, connection.topic)
@@ -287,6 +296,18 @@ class BagReplayer:
         self._clock_pub = node.create_publisher(Clock, "/clock", 10) if clock_hz > 0 else None
         self._clock_period = 1.0 / clock_hz if clock_hz > 0 else math.inf
         self._clock_class = Clock
+
+    def _chosen(self, topics: Optional[Sequence[str]]) -> list:
+        """The bag's connections to replay; every topic named (to replay or remap) must be
+        one the bag recorded."""
+        recorded = sorted({c.topic for c in self._reader.connections})
+        for option, names in (("topics", topics or ()), ("remap", self.remap)):
+            missing = sorted(set(names) - set(recorded))
+            if missing:
+                raise MissingTopics(option, self.path, missing, recorded)
+        if not recorded:
+            raise ValueError(f"{self.path} has no topics")
+        return [c for c in self._reader.connections if topics is None or c.topic in topics]
 
     def wait_for_subscribers(self, timeout_s: float,
                              stop: Optional[threading.Event] = None) -> list[str]:

@@ -15,7 +15,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from oxygen_ros.ros import qos
-from oxygen_ros.ros.bag import BagReplayer, DemoBagSpec, restamp_cdr, write_demo_bag
+from oxygen_ros.ros.bag import (BagReplayer, DemoBagSpec, MissingTopics, restamp_cdr,
+                                 write_demo_bag)
 from oxygen_ros.ros.image_conversion import image_to_rgb
 
 
@@ -162,9 +163,15 @@ def test_restamp_cdr_patches_only_the_stamp():
     assert patched[4:12] == (5).to_bytes(4, "little") + (7).to_bytes(4, "little")
 
 
-def test_replay_names_the_topics_of_a_bag_when_none_match(bag, rclpy_context):
-    with pytest.raises(ValueError, match="no matching topics"):
-        BagReplayer(Node("replayer", context=rclpy_context), bag, topics=["/nope"])
+@pytest.mark.parametrize("option, named", [
+    ("topics", dict(topics=["/joint_states", "/nope"])),
+    ("remap", dict(remap={"/nope": "/x", "/joint_states": "/y"}))])
+def test_a_topic_named_for_the_replay_that_the_bag_lacks_is_refused_with_the_bags_topics(
+        bag, rclpy_context, option, named):
+    with pytest.raises(MissingTopics, match=r"has no /nope \(its topics: .*/joint_states") as \
+            refused:
+        BagReplayer(Node("replayer", context=rclpy_context), bag, **named)
+    assert refused.value.option == option
 
 
 def foreign_bag(path):
