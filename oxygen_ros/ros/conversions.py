@@ -29,6 +29,7 @@ def to_time(seconds: float) -> Time:
 class Decoded:
     observation: Observation | None
     problems: list[str] = field(default_factory=list)   # each kind of bad input, once
+    details: dict[str, str] = field(default_factory=dict)   # kind -> what, for the log
 
 
 MAX_INSTRUCTION_CHARS = 1000   # a longer instruction is cut (and counted)
@@ -72,48 +73,61 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
     """Decode an Observation message. Unusable cameras are dropped (the model masks them);
     the state follows `joint_names` (missing joints read 0, non-finite values read 0).
     Images not at `image_size` are used (resized by the model) and counted."""
-    problems = []
+    problems, details = [], {}
+
+    def problem(kind: str, detail: str) -> None:
+        problems.append(kind)
+        details.setdefault(kind, detail)
+
     if len(msg.images) != len(msg.camera_names):
-        return Decoded(None, ["malformed_observation"])
+        return Decoded(None, ["malformed_observation"], {"malformed_observation": (
+            f"{len(msg.images)} images for {len(msg.camera_names)} camera names")})
     images = {}
     for name, image in zip(msg.camera_names, msg.images):
         if name not in camera_names:
-            problems.append("unknown_camera")
+            problem("unknown_camera", f"camera {name!r} is not one of {list(camera_names)}")
             continue
         if name in images:
-            problems.append("duplicate_camera")
+            problem("duplicate_camera", f"camera {name!r} twice")
             continue
         try:
             images[name] = image_to_rgb(image)
-        except ImageConversionError:
-            problems.append("bad_image")
+        except ImageConversionError as error:
+            problem("bad_image", f"camera {name!r}: {error}")
             continue
         if image_size and images[name].shape[:2] != (image_size, image_size):
-            problems.append("wrong_image_size")
+            height, width = images[name].shape[:2]
+            problem("wrong_image_size", f"camera {name!r}: {width}x{height}, not "
+                                        f"{image_size}x{image_size}")
     if not images:
-        return Decoded(None, list(dict.fromkeys(problems + ["no_usable_camera"])))
+        problem("no_usable_camera", "no image usable")
+        return Decoded(None, list(dict.fromkeys(problems)), details)
     if len(images) < len(camera_names):
-        problems.append("missing_camera")
+        problem("missing_camera", "no image from "
+                + ", ".join(repr(n) for n in camera_names if n not in images))
 
     names = list(msg.state.name)
     if len(msg.state.position) != len(names) or len(set(names)) != len(names):
-        problems.append("joint_state_mismatch")      # a name twice: its last value is used
+        # a name twice: its last value is used
+        problem("joint_state_mismatch", f"{len(names)} joint names ({len(set(names))} "
+                                        f"different), {len(msg.state.position)} positions")
     positions = dict(zip(names, msg.state.position))
     if joint_names:
         if set(joint_names) - set(positions):
-            problems.append("joint_names_mismatch")
+            problem("joint_names_mismatch", "no position for " + ", ".join(
+                repr(n) for n in joint_names if n not in positions))
         state = np.array([positions.get(name, 0.0) for name in joint_names], dtype=np.float64)
     else:
         state = np.array(msg.state.position, dtype=np.float64)
     if not np.isfinite(state).all():
-        problems.append("non_finite_state")
+        problem("non_finite_state", "joint positions not finite (read as 0)")
         state = np.nan_to_num(state, nan=0.0, posinf=0.0, neginf=0.0)
     instruction, problem = clean_instruction(msg.instruction) if msg.instruction else (None, "")
     if problem:
         problems.append(problem)
     instruction = instruction or fallback_instruction
     return Decoded(Observation(images, state, instruction, to_seconds(msg.header.stamp)),
-                   list(dict.fromkeys(problems)))   # each kind once per message
+                   list(dict.fromkeys(problems)), details)   # each kind once per message
 
 
 def action_chunk_msg(frame_id: int, stamp: float, actions: np.ndarray, dt: float,

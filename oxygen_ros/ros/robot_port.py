@@ -148,7 +148,9 @@ class RobotPort:
         decoded = conversions.observation_from_msg(msg, self.camera_names, self.joint_names,
                                                    self.instruction, self.image_size)
         for problem in decoded.problems:
-            self.bad_input(problem, f"in observation at {stamp:.3f}")
+            what = decoded.details.get(problem)
+            self.bad_input(problem, f"{what}, in observation at {stamp:.3f}" if what
+                           else f"in observation at {stamp:.3f}")
         if decoded.observation is None:
             return
         # the same age on the engine's clock: the plan deadline is physical time

@@ -36,10 +36,12 @@ def test_state_follows_the_configured_joint_order_and_names_problems():
         message(names=["c", "a", "x"], positions=(3.0, float("nan"), 9.0)), CAMERAS, JOINTS, "")
     np.testing.assert_allclose(decoded.observation.state, [0.0, 0.0, 3.0])
     assert decoded.problems == ["joint_names_mismatch", "non_finite_state"]
+    assert decoded.details["joint_names_mismatch"] == "no position for 'b'"
     twice = conversions.observation_from_msg(
         message(names=["a", "b", "a", "c"], positions=(1.0, 2.0, 4.0, 3.0)), CAMERAS, JOINTS, "")
     np.testing.assert_allclose(twice.observation.state, [4.0, 2.0, 3.0])
     assert twice.problems == ["joint_state_mismatch"]
+    assert twice.details == {"joint_state_mismatch": "4 joint names (3 different), 4 positions"}
 
 
 def test_unusable_cameras_are_dropped_and_named():
@@ -47,6 +49,9 @@ def test_unusable_cameras_are_dropped_and_named():
                                                JOINTS, "")
     assert set(decoded.observation.images) == {"base"}
     assert decoded.problems == ["unknown_camera", "missing_camera"]
+    assert decoded.details == {
+        "unknown_camera": f"camera 'top' is not one of {list(CAMERAS)}",
+        "missing_camera": "no image from " + ", ".join(repr(c) for c in CAMERAS[1:])}
     bad = conversions.observation_from_msg(message(encoding="yuv422"), CAMERAS, JOINTS, "")
     # each kind once per message, however many cameras had it
     assert bad.observation is None and bad.problems == ["bad_image", "no_usable_camera"]
