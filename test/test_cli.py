@@ -272,6 +272,10 @@ BAD_OPTIONS = [
     (["replay", "bag", "--delay", "inf"], "--delay: expected a finite number, not inf"),
     (["run", "--duration", "nan"], "--duration: expected a finite number, not nan"),
     (["run", "--duration", "-5"], "--duration: must be at least 0, not -5"),
+    (["run", "-p", "camera_ingest:camera_names:=[base, left_wirst]"],
+     "camera_ingest's camera_names ['base', 'left_wirst'] has ['left_wirst'], which inference's"),
+    (["demo", "-p", "inference:camera_names:=[base]"], "has ['left_wrist', 'right_wrist'], "
+                                                      "which inference's ['base'] has not"),
     (["replay", "bag", "--rate", "1e-12"], "--rate: must be at least 0.001, not 1e-12"),
     (["replay", "bag", "--remap", "foo"], "--remap: expected OLD:=NEW, not 'foo'"),
     (["replay", "bag", "--remap", ":=/x"], "--remap: expected OLD:=NEW, not ':=/x'"),

@@ -181,6 +181,7 @@ def node_ros_args(arguments: dict[str, str], config: Path, params) -> list[str]:
     from oxygen_ros.ros import launch_plan
 
     launched = launch_plan.inference_overrides(arguments)
+    launch_plan.check_cameras(config, param_overrides(params))
     if not params:
         return ros_args(str(config), [
             f"inference:{name}:={str(value).lower() if isinstance(value, bool) else value}"

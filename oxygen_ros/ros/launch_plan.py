@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from types import MappingProxyType
 from typing import Mapping
 
 import yaml
@@ -265,6 +266,28 @@ def node_section(config: Path, node: str) -> dict:
     return dict((document.get(node) or {}).get("ros__parameters") or {})
 
 
+def check_cameras(config: Path, overrides: Mapping[str, Mapping] = MappingProxyType({})) -> None:
+    """camera_ingest publishes its cameras by name and inference reads the ones it knows:
+    a name only camera_ingest has would be dropped from every observation (ValueError); one
+    only inference has would be missing from every one (a warning: the model masks it, as
+    for a robot short of a camera)."""
+    def names(node: str) -> list:
+        values = (node_section(config, "/**") | node_section(config, node)
+                  | dict(overrides.get(node, {})))
+        return list(values.get("camera_names", NODE_SPECS[node]()["camera_names"].default))
+
+    published, read = names("camera_ingest"), names("inference")
+    unknown = [name for name in published if name not in read]
+    if unknown:
+        raise ValueError(f"camera_ingest's camera_names {published} has {unknown}, which "
+                         f"inference's {read} has not: inference would drop it from every "
+                         "observation")
+    missing = [name for name in read if name not in published]
+    if missing:
+        _warn(f"inference's camera_names {read} has {missing}, which camera_ingest's "
+              f"{published} has not: every observation will lack it (the model masks it)")
+
+
 def robot_namespace(arguments: Mapping[str, str]) -> str:
     """The robot's name from namespace:= ('' for none), checked as a fleet server checks
     its robots' names."""
@@ -327,6 +350,8 @@ def node_parameters(arguments: Mapping[str, str], config: Path, node: str) -> st
     with what the arguments override (use_sim_time; inference: the overridable arguments)
     and its topics set in its section, which a namespaced node finds under its full name."""
     namespace = robot_namespace(arguments)
+    if node == "inference":        # started beside camera_ingest, on the same file
+        check_cameras(config)
     given = inference_overrides(arguments) if node == "inference" else {}
     values = sim_time(arguments) | given | topic_overrides(arguments, config, node)
     return with_overrides(config, {node: values},

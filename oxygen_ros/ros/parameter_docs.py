@@ -104,7 +104,11 @@ def render(config_dir: Path = CONFIG_DIR) -> str:
         "every parameter name (a misspelt one names the nearest), type and range, and in "
         "every section the lists rcl cannot read (`[1, 1.5]`, a key without a value). "
         "Other nodes' sections, and other nodes' parameters under `/**`, pass; a section or "
-        "`/**` parameter named near one of ours is warned of. With `-p`, the nodes get one "
+        "`/**` parameter named near one of ours is warned of. Where both nodes start "
+        "(`run`, `demo`, the launch file with `inference:=local`), a camera that "
+        "camera_ingest's `camera_names` has and inference's has not stops the start "
+        "(inference would drop it from every observation); one only inference has is "
+        "warned of (every observation lacks it; the model masks it). With `-p`, the nodes get one "
         "YAML with the overrides written in: rcl given a parameter by a file and by `-p` "
         "with two types keeps the first of bool, int, double, string, not the later value.",
         "",

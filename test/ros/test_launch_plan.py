@@ -156,6 +156,27 @@ def test_a_section_or_wildcard_parameter_near_one_of_ours_is_warned_of(tmp_path,
 def test_every_shipped_config_passes_the_check():
     for name in set(launch_plan.PRESET_CONFIGS.values()):
         launch_plan.read_config(CONFIG / name)
+        launch_plan.check_cameras(CONFIG / name)
+
+
+def test_a_camera_only_camera_ingest_publishes_stops_the_start_one_it_lacks_is_warned_of(
+        tmp_path, capsys):
+    config = tmp_path / "robot.yaml"
+    config.write_text("/**:\n  ros__parameters:\n    camera_names: [base, left_wrist]\n")
+    launch_plan.check_cameras(config)                      # both nodes read the wildcard
+    mistyped = {"camera_ingest": {"camera_names": ["base", "left_wirst"]}}
+    with pytest.raises(ValueError, match=re.escape(
+            "camera_ingest's camera_names ['base', 'left_wirst'] has ['left_wirst'], which "
+            "inference's ['base', 'left_wrist'] has not")):
+        launch_plan.check_cameras(config, mistyped)
+    with pytest.raises(ValueError, match="left_wirst"):    # as humanoid.launch.py plans it
+        config.write_text(yaml.dump({"camera_ingest": {"ros__parameters": mistyped[
+            "camera_ingest"]}}))
+        launch_plan.node_parameters({}, config, "inference")
+    assert capsys.readouterr().err == ""
+    launch_plan.check_cameras(config, {"camera_ingest": {"camera_names": ["base"]}})
+    assert "inference's camera_names ['base', 'left_wrist', 'right_wrist'] has ['left_wrist', " \
+        "'right_wrist'], which camera_ingest's ['base'] has not" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("node, name, given, taken", [
