@@ -25,8 +25,8 @@ class TextChunk:
     seq: int                     # 0, 1, 2, ... per request
     text: str
     final: bool
-    finish_reason: str = ""      # on the final chunk: eos, length, timeout, queue_full,
-                                 # cancelled, engine_error (shutdown: the node's own)
+    finish_reason: str = ""      # on the final chunk (docs/messages.md; shutdown is the
+                                 # node's own)
     frame_id: Optional[int] = None   # the frame whose observation the text is about (None:
                                      # the request ended before it read one)
     robot: str = ""                  # the robot the request is for
