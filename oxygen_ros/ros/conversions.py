@@ -75,7 +75,7 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
     Images not at `image_size` are used (resized by the model) and counted."""
     problems, details = [], {}
 
-    def problem(kind: str, detail: str) -> None:
+    def found(kind: str, detail: str) -> None:
         problems.append(kind)
         details.setdefault(kind, detail)
 
@@ -85,42 +85,42 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
     images = {}
     for name, image in zip(msg.camera_names, msg.images):
         if name not in camera_names:
-            problem("unknown_camera", f"camera {name!r} is not one of {list(camera_names)}")
+            found("unknown_camera", f"camera {name!r} is not one of {list(camera_names)}")
             continue
         if name in images:
-            problem("duplicate_camera", f"camera {name!r} twice")
+            found("duplicate_camera", f"camera {name!r} twice")
             continue
         try:
             images[name] = image_to_rgb(image)
         except ImageConversionError as error:
-            problem("bad_image", f"camera {name!r}: {error}")
+            found("bad_image", f"camera {name!r}: {error}")
             continue
         if image_size and images[name].shape[:2] != (image_size, image_size):
             height, width = images[name].shape[:2]
-            problem("wrong_image_size", f"camera {name!r}: {width}x{height}, not "
-                                        f"{image_size}x{image_size}")
+            found("wrong_image_size", f"camera {name!r}: {width}x{height}, not "
+                                      f"{image_size}x{image_size}")
     if not images:
-        problem("no_usable_camera", "no image usable")
+        found("no_usable_camera", "no image usable")
         return Decoded(None, list(dict.fromkeys(problems)), details)
     if len(images) < len(camera_names):
-        problem("missing_camera", "no image from "
-                + ", ".join(repr(n) for n in camera_names if n not in images))
+        found("missing_camera", "no image from "
+              + ", ".join(repr(n) for n in camera_names if n not in images))
 
     names = list(msg.state.name)
     if len(msg.state.position) != len(names) or len(set(names)) != len(names):
         # a name twice: its last value is used
-        problem("joint_state_mismatch", f"{len(names)} joint names ({len(set(names))} "
-                                        f"different), {len(msg.state.position)} positions")
+        found("joint_state_mismatch", f"{len(names)} joint names ({len(set(names))} "
+                                      f"different), {len(msg.state.position)} positions")
     positions = dict(zip(names, msg.state.position))
     if joint_names:
         if set(joint_names) - set(positions):
-            problem("joint_names_mismatch", "no position for " + ", ".join(
+            found("joint_names_mismatch", "no position for " + ", ".join(
                 repr(n) for n in joint_names if n not in positions))
         state = np.array([positions.get(name, 0.0) for name in joint_names], dtype=np.float64)
     else:
         state = np.array(msg.state.position, dtype=np.float64)
     if not np.isfinite(state).all():
-        problem("non_finite_state", "joint positions not finite (read as 0)")
+        found("non_finite_state", "joint positions not finite (read as 0)")
         state = np.nan_to_num(state, nan=0.0, posinf=0.0, neginf=0.0)
     instruction, problem = clean_instruction(msg.instruction) if msg.instruction else (None, "")
     if problem:
