@@ -33,6 +33,10 @@ def test_each_verbs_help_works_from_a_clean_environment(verb):
 def test_make_demo_bag_runs_from_a_clean_environment(tmp_path):
     result = clean_shell("make-demo-bag", str(tmp_path / "bag"), "--duration", "1")
     assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith(
+        "messages: /cameras/base/image_raw/compressed 15, /cameras/left_wrist/image_raw/"
+        "compressed 15, /cameras/right_wrist/image_raw/compressed 15, /joint_states 50, "
+        "/oxygen/instruction 1"), result.stdout
     assert (tmp_path / "bag" / "metadata.yaml").exists()
 
 

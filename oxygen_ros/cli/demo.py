@@ -84,7 +84,7 @@ def demo_configuration(args: argparse.Namespace) -> DemoConfiguration:
 
 def cmd_make_demo_bag(args: argparse.Namespace) -> int:
     """Write a synthetic multi-camera bag: moving scene, joint states, dialogue requests."""
-    from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
+    from oxygen_ros.ros.bag import DemoBagSpec, recorded_topics, write_demo_bag
 
     width, _, height = args.size.partition("x")
     if not (width.isdigit() and height.isdigit() and int(width) > 0 and int(height) > 0):
@@ -103,12 +103,9 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
     except ValueError as error:
         return usage_error("make-demo-bag", f"--duration, --camera-hz: {error}")
     path = write_demo_bag(args.path, spec)
-    topics = sorted({"/cameras/" + name + "/image_raw" for name in
-                     ("base", "left_wrist", "right_wrist")[:spec.cameras]})
-    suffix = "/compressed" if spec.encoding in ("jpeg", "png") else ""
     print(f"wrote {path}: {spec.duration_s:g} s, {spec.cameras} cameras {args.size} "
-          f"{spec.encoding} at {spec.camera_hz:g} Hz ({spec.storage}) on "
-          f"{', '.join(t + suffix for t in topics)}")
+          f"{spec.encoding} at {spec.camera_hz:g} Hz ({spec.storage}); messages: "
+          + ", ".join(f"{topic} {count}" for topic, count in recorded_topics(path).items()))
     return 0
 
 

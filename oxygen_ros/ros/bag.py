@@ -154,6 +154,15 @@ def write_demo_bag(path: str | Path, spec: DemoBagSpec = DemoBagSpec()) -> Path:
     return path
 
 
+def recorded_topics(path: str | Path) -> dict[str, int]:
+    """A bag's topics and how many messages each holds, as its metadata says."""
+    with AnyReader([Path(path)], default_typestore=TYPESTORE) as reader:
+        counts: dict[str, int] = {}
+        for connection in reader.connections:
+            counts[connection.topic] = counts.get(connection.topic, 0) + connection.msgcount
+    return dict(sorted(counts.items()))
+
+
 def message_class(msgtype: str):
     """'sensor_msgs/msg/Image' -> the rclpy message class (the package must be installed)."""
     package, kind, name = msgtype.split("/")
