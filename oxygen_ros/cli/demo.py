@@ -17,7 +17,7 @@ DEFAULT_DEMO_BAG = "build/demo_bag"      # as oxygen_ros.ros.demo_job (imported 
 def demo_bag_duration(text: str) -> float:
     """An argparse type: the length of a demo bag the verb writes (at the demo's camera
     rate), above 0, up to an hour, holding at least one camera frame."""
-    from oxygen_ros.ros.bag import DemoBagSpec
+    from oxygen_ros.ros.demo_bag import DemoBagSpec
 
     seconds = bounded(float, above=0, most=LONGEST_BAG_S)(text)
     try:
@@ -84,7 +84,8 @@ def demo_configuration(args: argparse.Namespace) -> DemoConfiguration:
 
 def cmd_make_demo_bag(args: argparse.Namespace) -> int:
     """Write a synthetic multi-camera bag: moving scene, joint states, dialogue requests."""
-    from oxygen_ros.ros.bag import DemoBagSpec, recorded_topics, write_demo_bag
+    from oxygen_ros.ros.bag import recorded_topics
+    from oxygen_ros.ros.demo_bag import DemoBagSpec, write_demo_bag
 
     width, _, height = args.size.partition("x")
     if not (width.isdigit() and height.isdigit() and int(width) > 0 and int(height) > 0):

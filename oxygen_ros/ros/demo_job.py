@@ -27,7 +27,7 @@ from rclpy.signals import SignalHandlerOptions
 from oxygen_ros.demo import score
 from oxygen_ros.process_memory import peak_rss_bytes
 from oxygen_ros.ros import launch_plan, rcl_yaml
-from oxygen_ros.ros.bag import DemoBagSpec, write_demo_bag
+from oxygen_ros.ros.demo_bag import DemoBagSpec, write_demo_bag
 from oxygen_ros.ros.demo_summary import (answered, demo_summary, fleet_line,
                                          missing_outputs, summary_line)
 from oxygen_ros.ros.monitor import OutputMonitor

@@ -15,8 +15,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from oxygen_ros.ros import qos
-from oxygen_ros.ros.bag import (BagReplayer, DemoBagSpec, MissingTopics, restamp_cdr,
-                                 write_demo_bag)
+from oxygen_ros.ros.bag import BagReplayer, MissingTopics, restamp_cdr
+from oxygen_ros.ros.demo_bag import DemoBagSpec, write_demo_bag
 from oxygen_ros.ros.image_conversion import image_to_rgb
 
 
