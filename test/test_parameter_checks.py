@@ -62,6 +62,9 @@ def test_the_defaults_pass():
     ("page_size", 0, "page_size must be in"),
     ("max_tokens_per_frame", 2, "tokens_per_frame <= max_tokens_per_frame"),
     ("tokens_per_frame", 0, "tokens_per_frame must be in"),      # no language would decode
+    ("robots", ("",), "robot name '': give each robot a name"),
+    ("robots", ("arm", "x__y"), "robot name 'x__y': use letters, digits and single"),
+    ("robots", ("arm_",), "not ending with an underscore"),
 ])
 def test_a_bad_inference_value_is_refused_with_its_reason(name, value, reason):
     with pytest.raises(ValueError, match=re.escape(reason)):

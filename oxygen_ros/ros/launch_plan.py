@@ -149,7 +149,7 @@ def read_config(path: Path) -> dict:
         for name, value in section.items():
             if isinstance(value, list) and len({type(v) for v in value}) > 1:
                 raise ValueError(f"config file {path}: {node}: {name}: {value} mixes types, "
-                                 "which rcl cannot read (write 1.0, not 1, beside 1.5)")
+                                 f"which rcl cannot read ({_unmixed(value)})")
         if not wildcard and node not in NODE_SPECS:
             typo = _nearest(node, NODE_SPECS, cutoff=TYPO)
             if typo:
@@ -173,6 +173,16 @@ def read_config(path: Path) -> dict:
         raise ValueError(f"config file {path} sets no parameter of camera_ingest or inference "
                          "(no 'camera_ingest:' or 'inference:' section)")
     return document
+
+
+def _unmixed(values: list) -> str:
+    """How to write a list rcl reads as one type."""
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return "write 1.0, not 1, beside 1.5"
+    if any(isinstance(v, bool) for v in values):
+        return ("YAML reads true/false/yes/no/on/off as booleans: quote a word meant as "
+                "text, as 'yes'")
+    return "quote each item meant as text, as '7'"
 
 
 def _warn(message: str) -> None:
@@ -340,7 +350,7 @@ def fleet_robots(value: str) -> list[str]:
     if not names:
         raise ValueError("robots:= names no robot (give robots:=\"[alpha, beta]\")")
     try:
-        return robot_names(names)
+        return robot_names(names, unnamed=False)
     except ValueError as error:
         raise ValueError(f"robots:={value!r}: {error}") from None
 

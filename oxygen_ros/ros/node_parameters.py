@@ -37,7 +37,8 @@ class InferenceParameters:
     # -- the robot, or the robots this server serves
     robots: tuple[str, ...] = parameter(
         (), "robots served by this one engine, each under /<robot>/ (its topics, Ask action, "
-            "control process and diagnostics); empty: one robot, names as given")
+            "control process and diagnostics; a name is letters, digits and single "
+            "underscores, starting with a letter); empty: one robot, names as given")
     joint_names: tuple[str, ...] = parameter(
         tuple(f"joint_{i}" for i in range(JOINTS)),
         "robot joints = the first action dimensions, and the state order")
@@ -95,7 +96,7 @@ class InferenceParameters:
     def __post_init__(self):
         check_all(self)
         if self.robots:
-            robot_names(self.robots)
+            robot_names(self.robots, unnamed=False)
         if not self.joint_names or len(set(self.joint_names)) != len(self.joint_names):
             raise ValueError(f"joint_names must be distinct names, at least one, not "
                              f"{list(self.joint_names)}")

@@ -104,6 +104,11 @@ BAD_CONFIGS = [  # (YAML text, what the one-line refusal says)
      "control_rate_hz must be in [1.0, 1000.0], not 2000.0"),
     ("inference:\n  ros__parameters:\n    joint_lower_limits: [-1, 1.5]\n",
      "[-1, 1.5] mixes types, which rcl cannot read"),
+    ("inference:\n  ros__parameters:\n    robots: [alpha, yes]\n",
+     "['alpha', True] mixes types, which rcl cannot read (YAML reads true/false/yes/no/on/off "
+     "as booleans: quote a word meant as text, as 'yes')"),
+    ("inference:\n  ros__parameters:\n    robots: [alpha, 7]\n",
+     "['alpha', 7] mixes types, which rcl cannot read (quote each item meant as text"),
     ("robot_state_publisher:\n  ros__parameters:\n    publish_frequency: 20.0\n",
      "sets no parameter of camera_ingest or inference"),
     ("/**:\n  ros__parameters:\n    control_rate_hz: fast\n", "control_rate_hz must be a"),
@@ -293,9 +298,34 @@ def test_the_fleet_server_gets_its_yaml_values_the_given_arguments_and_its_robot
             "robots": ["alpha", "beta"]}}
     assert launch_plan.fleet_robots("alpha, beta") == ["alpha", "beta"]
     for bad, why in (("[]", "names no robot"), ("[a, a]", "named twice"),
-                     ("[alpha, 2b]", "'2b'")):
+                     ("[alpha, 2b]", "'2b'"), ("['']", "give each robot a name"),
+                     ("[x_]", "not ending with an underscore"), ("[_x]", "'_x'"),
+                     ("[x__y]", "single underscores")):
         with pytest.raises(ValueError, match=why):
             launch_plan.fleet_parameters({"robots": bad}, config)
+
+
+@pytest.mark.parametrize("name", ["arm_1", "A2b", "x_", "_x", "x__y", "2b"])
+def test_a_robot_name_is_taken_exactly_when_rcl_takes_the_node_names_it_makes(name):
+    """The robot's name prefixes node names (`inference_<name>_control`, as remap rules)
+    and namespaces its topics: rcl's argument parser is the judge."""
+    from rclpy.context import Context
+
+    import rclpy
+    context = Context()
+    try:
+        rclpy.init(context=context, args=["oxygen", "--ros-args",
+                                          "-r", f"__node:=inference_{name}_control",
+                                          "-r", f"__ns:=/{name}"])
+        rclpy.shutdown(context=context)
+        taken = True
+    except rclpy._rclpy_pybind11.RCLError:
+        taken = False
+    try:
+        launch_plan.fleet_robots(f"[{name}]")
+        assert taken, f"{name!r} is taken but rcl refuses it"
+    except ValueError:
+        assert not taken, f"{name!r} is refused but rcl takes it"
 
 
 # strings launch_ros would retype if given them in a dict: it reads each by YAML 1.1
