@@ -42,12 +42,16 @@ def resolve(checkpoint: str) -> Path:
 def checkpoint_normalization(info: checkpoints.Checkpoint, asset_id: str = "",
                              normalization: str = "") -> norms.Normalization:
     """The statistics stored beside a checkpoint, as its layout keeps them (a ValueError
-    names a file that is not readable), or none where `normalization` is "identity"."""
+    names a file that is not readable, or statistics wider than the model), or none where
+    `normalization` is "identity"."""
     if normalization == "identity":
         return norms.Normalization(source="identity (normalization: identity)")
     if info.format == "lerobot":
-        return norms.load_lerobot(info.path.parent, raw_config=info.raw_config)
-    return norms.load_openpi(info.path.parent, asset_id)
+        norm = norms.load_lerobot(info.path.parent, raw_config=info.raw_config)
+    else:
+        norm = norms.load_openpi(info.path.parent, asset_id)
+    norms.check_widths(norm, info.config.state_dim, info.config.action_dim, str(info.path.parent))
+    return norm
 
 
 def checkpoint_tokenizer(config, tokenizer: str = ""):

@@ -68,6 +68,20 @@ class Stats:
         return out
 
 
+def check_widths(normalization: "Normalization", state_dim: int, action_dim: int,
+                 where: str) -> None:
+    """The statistics fit the model: no more state dimensions than it reads, nor action
+    dimensions than it outputs (a config.json whose max_state_dim or a checkpoint whose
+    action projection disagrees with the statistics trained beside it)."""
+    for stats, width, what, setting in (
+            (normalization.state, state_dim, "state", "config.json max_state_dim"),
+            (normalization.actions, action_dim, "actions", "action_in_proj's width")):
+        if stats is not None and len(stats.low) > width:
+            raise ValueError(f"{where}: {normalization.source}: statistics of "
+                             f"{len(stats.low)} {what} dimensions, but the model takes "
+                             f"{width} ({setting}): the checkpoint's files disagree")
+
+
 class MissingStatistics(ValueError):
     """A checkpoint that normalizes but does not carry its statistics."""
 
@@ -101,6 +115,11 @@ def _stats(entry, mode: str, style: str, what: str) -> Stats:
                          f"not of shapes {list(low.shape)} and {list(high.shape)}")
     if not (np.isfinite(low).all() and np.isfinite(high).all()):
         raise ValueError(f"{what}: {keys} hold NaN or inf")
+    bad = np.flatnonzero(high < 0 if mode == "mean_std" else high < low)
+    if len(bad):
+        rule = "std below 0" if mode == "mean_std" else f"{keys[0]} above {keys[1]}"
+        raise ValueError(f"{what}: {rule} in dimensions {bad.tolist()} (swapped or corrupt "
+                         "statistics: the robot would get mirrored values)")
     return Stats(low, high, mode, style)
 
 

@@ -581,6 +581,25 @@ def test_an_openpi_checkpoint_without_norm_stats_is_an_error(tmp_path, reference
         load_model(checkpoint=str(directory), tokenizer=_tokenizer(tmp_path))
 
 
+@pytest.mark.parametrize("layout", ["openpi", "lerobot"])
+def test_statistics_wider_than_the_model_are_refused(tmp_path, reference, layout):
+    """A config.json max_state_dim below the statistics' state width: the model would read a
+    cut state (the statistics say what the robot sends)."""
+    directory = (write_openpi if layout == "openpi" else write_lerobot)(tmp_path / "ckpt",
+                                                                        reference)
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps(config | {"max_state_dim": 3}))
+    with pytest.raises(ValueError, match="statistics of 8 state dimensions, but the model "
+                                         r"takes 3 \(config.json max_state_dim\)"):
+        load_model(checkpoint=str(directory), tokenizer=_tokenizer(tmp_path))
+    import subprocess
+    import sys
+    inspected = subprocess.run([sys.executable, "-m", "oxygen_ros.cli", "inspect",
+                                str(directory), "--tokenizer", _tokenizer(tmp_path)],
+                               capture_output=True, text=True, timeout=120)
+    assert inspected.returncode == 2 and "8 state dimensions" in inspected.stderr, inspected
+
+
 def test_an_unknown_variant_needs_explicit_heads_and_loads_with_them(tmp_path, reference):
     directory = write_lerobot(tmp_path / "ckpt", reference)
     config = json.loads((directory / "config.json").read_text())

@@ -70,6 +70,15 @@ def test_lerobot_statistics_of_different_lengths_are_refused(tmp_path):
         load_lerobot(directory, mapping("QUANTILES", "QUANTILES"))
 
 
+def test_lerobot_statistics_crossed_or_with_a_negative_std_are_refused(tmp_path):
+    directory = lerobot_dir(tmp_path, **{"action.q01": [-2.0, 3.0, -2.0, 3.0],
+                                         "observation.state.std": [0.5, 0.5, -0.5, 0.5]})
+    with pytest.raises(ValueError, match=r"action: q01 above q99 in dimensions \[1, 3\]"):
+        load_lerobot(directory, mapping("QUANTILES", "QUANTILES"))
+    with pytest.raises(ValueError, match=r"observation.state: std below 0 in dimensions \[2\]"):
+        load_lerobot(directory, mapping("MEAN_STD", "MIN_MAX"))
+
+
 def openpi_dir(tmp_path, text):
     (tmp_path / "assets" / "droid").mkdir(parents=True)
     (tmp_path / "assets" / "droid" / "norm_stats.json").write_text(text)
@@ -91,6 +100,8 @@ def test_openpi_statistics_apply_openpis_formula(tmp_path):
     ('{"norm_stats": {', "unreadable normalization statistics"),
     ('{"norm_stats": {"state": {"q01": [0], "q99": [1]}, "actions": {"q01": "low", '
      '"q99": [1]}}}', "are not numbers"),
+    ('{"norm_stats": {"state": {"q01": [0, 2, 1], "q99": [1, 1, 1]}, "actions": {"q01": [0], '
+     '"q99": [1]}}}', r"state: q01 above q99 in dimensions \[1\] \(swapped"),
 ])
 def test_openpi_statistics_that_are_not_openpis_are_refused_naming_the_file(tmp_path, text,
                                                                            reason):
