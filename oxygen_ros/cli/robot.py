@@ -1,6 +1,8 @@
 """oxygen-ros verbs for a robot: run the nodes, replay a bag, inspect a checkpoint."""
 
 import argparse
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -137,6 +139,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     """Describe a π0.5 checkpoint: format, dimensions, parameters, memory for weights + KV."""
     import torch
 
+    from oxygen_ros.engine.pool_size import check_pool
     from oxygen_ros.model import checkpoint
     from oxygen_ros.model.loading import checkpoint_normalization, checkpoint_tokenizer
     from oxygen_ros.model.precision import resolve_dtype
@@ -150,6 +153,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         checkpoint.check_tied(info)
         normalization = checkpoint_normalization(info, args.asset_id, args.normalization).source
         text = checkpoint_tokenizer(info.config, args.tokenizer)
+        check_pool(info.config, args.kv_pages, args.page_size, args.cameras)
     except ValueError as error:       # CheckpointError is a ValueError
         return usage_error("inspect", str(error))
     config = info.config
@@ -159,6 +163,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     page_bytes = config.kv_bytes_per_token(element) * args.page_size
     kv_bytes = args.kv_pages * page_bytes
     action_tier = config.kv_bytes_per_token(element) * config.action_horizon
+    total = weight_bytes + kv_bytes + action_tier
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if total > memory:
+        print(f"warning: {_size(total)} is more than this machine's {_size(memory)} of memory: "
+              "a node here could not allocate it", file=sys.stderr)
     vlm, expert, vision = config.vlm, config.expert, config.vision
     print(f"checkpoint  {info.path} ({info.format} layout)")
     print(f"parameters  {info.num_parameters / 1e6:.1f} M, stored as "
@@ -179,7 +188,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"memory ({dtype}, {why}): weights {_size(weight_bytes)} + KV pool "
           f"{args.kv_pages} pages x {args.page_size} tokens = {_size(kv_bytes)} "
           f"({page_bytes / 1024:.0f} KiB/page) + action tier {action_tier / 2**20:.2f} MiB = "
-          f"{_size(weight_bytes + kv_bytes + action_tier)}")
+          f"{_size(total)}")
     return 0
 
 
@@ -247,6 +256,10 @@ def add_commands(sub) -> None:
                                                  most=pool["page_size"].range[1]),
                          default=pool["page_size"].default,
                          help=f"tokens per page (default {pool['page_size'].default})")
+    cameras = len(pool["camera_names"].default)
+    inspect.add_argument("--cameras", type=bounded(int, least=1, most=16), default=cameras,
+                         help=f"cameras each observation brings (default {cameras}, as the "
+                              "node's camera_names): the KV pool must hold their prefix")
     inspect.add_argument("--heads", type=bounded(int, least=1), nargs=3,
                          metavar=("HEADS", "KV_HEADS", "HEAD_DIM"),
                          help="Gemma attention shape, for a variant the loader does not know")

@@ -12,6 +12,8 @@ from oxygen_ros.cache.kv_cache import KVCache
 from oxygen_ros.engine.baselines import SharedKVEngine
 from oxygen_ros.engine.clock import ManualClock
 from oxygen_ros.engine.oxygen import OxygenEngine
+from oxygen_ros.model.config import preset
+from oxygen_ros.model.pi05 import Pi05Model
 
 
 def control_loop(engine, clock, frames, period, arrivals=None, drain=40):
@@ -149,6 +151,17 @@ def test_the_start_up_measurement_fits_every_page_size(tiny_model, page_size):
 def test_a_pool_that_cannot_hold_one_prefix_is_refused_at_start(tiny_model):
     with pytest.raises(ValueError, match="cannot hold 1 observation prefix"):
         OxygenEngine(tiny_model, config(num_pages=3))
+
+
+def test_a_cache_the_machine_cannot_allocate_is_refused_naming_its_size_and_settings():
+    """An action_horizon past any memory (past the 128 TiB a process can address, whatever
+    the machine's overcommit rule): the allocator's error, with what to fix."""
+    model = Pi05Model(preset("tiny").with_(action_horizon=2**40), seed=0).eval()
+    with pytest.raises(ValueError, match=r"the KV cache \(\d+\.\d\d GiB: num_pages 512 x "
+                                         r"page_size 16 tokens, and action_horizon "
+                                         r"1099511627776 tokens for each of 1 robot\(s\)\) "
+                                         r"cannot be allocated on cpu: .*allocate"):
+        OxygenEngine(model, config(num_pages=512, page_size=16))
 
 
 @pytest.mark.parametrize("engine_class", [OxygenEngine, SharedKVEngine])

@@ -482,6 +482,12 @@ def test_inspect_command_prints_format_dims_parameters_and_memory(tmp_path, refe
     assert f"weights {weights / 2**20:.1f} MiB" in result.stdout
     assert "every tensor the model needs, in its shape" in result.stdout
     assert "statistics  lerobot" in result.stdout
+    # a pool the node would refuse: three cameras' 4 image tokens and a 200-token prompt
+    small = subprocess.run(command[:5] + ["--kv-pages", "14", "--tokenizer", tokenizer],
+                           capture_output=True, text=True, timeout=120)
+    assert small.returncode == 2
+    assert ("num_pages=14 cannot hold 1 observation prefix(es) of 212 tokens (15 pages of 16)"
+            in small.stderr), small.stderr
     bad = subprocess.run([sys.executable, "-m", "oxygen_ros.cli", "inspect", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no model.safetensors" in bad.stderr
