@@ -316,14 +316,28 @@ def load(path: str | Path, device: str | torch.device = "cpu",
     by_key = {checkpoint_key(name, info.prefix): name for name, _ in model.named_parameters()}
     check_tied(info)
     stored = mapped_tensors(info.path, set(source.values()))   # what it ignores is not read
-    state = {}
+    state, non_finite = {}, {}
     for key, stored_key in source.items():
         # a tensor stored as it will run stays a view of the file's pages (no copy)
         state[by_key[key]] = stored[stored_key].to(device=device,
                                                    dtype=loaded_dtype(info, key, dtype))
+        count = _non_finite(state[by_key[key]])
+        if count:
+            non_finite[stored_key] = count
+    if non_finite:
+        named = ", ".join(f"{key} ({count} values)" for key, count in list(non_finite.items())[:5])
+        raise CheckpointError(f"{info.path}: {len(non_finite)} tensors hold NaN or inf, a "
+                              f"corrupt or diverged checkpoint: {named}")
     model.load_state_dict(state, assign=True)
     model.weights_version = f"checkpoint:{info.path.resolve()}:{info.path.stat().st_mtime_ns}"
     return model.eval(), info
+
+
+def _non_finite(tensor: torch.Tensor, block: int = 1 << 24) -> int:
+    """How many values of `tensor` are NaN or inf (read in blocks: no full-size mask)."""
+    flat = tensor.reshape(-1)
+    return sum(int((~torch.isfinite(flat[start:start + block])).sum())
+               for start in range(0, flat.numel(), block))
 
 
 def check_tied(info: Checkpoint, rows: int = 4096) -> None:

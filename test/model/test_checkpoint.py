@@ -218,6 +218,19 @@ def test_a_shape_mismatch_names_the_tensor(tmp_path, reference):
         checkpoint.load(directory)
 
 
+def test_weights_holding_nan_or_inf_are_refused_naming_the_tensors(tmp_path, reference):
+    directory = write_openpi(tmp_path / "ckpt", reference)
+    tensors = real_keys(reference)
+    tensors["time_mlp_out.bias"][[3, 7]] = float("nan")
+    tensors[LM + "norm.weight"][0] = float("-inf")
+    save_file(tensors, str(directory / "model.safetensors"))
+    for dtype in (torch.float32, torch.bfloat16):
+        with pytest.raises(checkpoint.CheckpointError,
+                           match=r"2 tensors hold NaN or inf, a corrupt or diverged checkpoint: "
+                                 r".*time_mlp_out\.bias \(2 values\)"):
+            checkpoint.load(directory, dtype=dtype)
+
+
 def test_a_tensor_stored_as_integers_is_refused_from_the_header(tmp_path, reference):
     directory = write_openpi(tmp_path / "ckpt", reference)
     tensors = real_keys(reference)
