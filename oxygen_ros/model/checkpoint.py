@@ -121,6 +121,10 @@ def _shapes(handle) -> dict[str, tuple[int, ...]]:
 
 
 def _detect(shapes: dict, raw: dict) -> tuple[str, str]:
+    if raw.get("type", "pi05") != "pi05":
+        raise CheckpointError(f"config.json: type {json.dumps(raw['type'])} is not pi05: this "
+                              "loader runs π0.5 checkpoints only (lerobot's type pi05, openpi's "
+                              "PyTorch pi05)")
     lerobot_keys = any(k.startswith("model.paligemma_with_expert.") for k in shapes)
     openpi_keys = any(k.startswith("paligemma_with_expert.") for k in shapes)
     if raw.get("type") == "pi05" or (lerobot_keys and not openpi_keys):
@@ -176,28 +180,33 @@ def _config_str(raw: dict, key: str, default: str) -> str:
     return value
 
 
-def _heads(variant: str, raw: dict, explicit: Optional[tuple], role: str) -> tuple[int, ...]:
-    """(heads, kv heads, head_dim): given explicitly, else config.json's fields, else the
-    variant's table entry; an unknown variant without them is an error naming them."""
+def _heads(variant: str, raw: dict, explicit: Optional[tuple],
+           role: str) -> tuple[tuple[int, ...], str]:
+    """(heads, kv heads, head_dim) and where they come from: given explicitly, else
+    config.json's fields, else the variant's table entry; an unknown variant without them
+    is an error naming them."""
     if explicit and any(explicit):
         if not all(explicit):
             raise CheckpointError("give all three of attention_heads, attention_kv_heads and "
                                   "attention_head_dim (or none)")
-        return tuple(explicit)
+        return tuple(explicit), "the attention_* parameters"
     if all(field in raw for field in HEAD_FIELDS):
-        return tuple(_config_int(raw, field, 0) for field in HEAD_FIELDS)
+        return (tuple(_config_int(raw, field, 0) for field in HEAD_FIELDS),
+                f"config.json's {', '.join(HEAD_FIELDS)}")
     if variant not in VARIANT_HEADS:
         raise CheckpointError(
             f"unknown {role} variant {variant!r} (known: {', '.join(VARIANT_HEADS)}): its "
             "attention shape cannot be read from the tensors; set the node parameters "
             "attention_heads, attention_kv_heads and attention_head_dim (or "
             f"{', '.join(HEAD_FIELDS)} in config.json)")
-    return VARIANT_HEADS[variant]
+    key = role.replace(" ", "_") + "_variant"
+    unsaid = "" if key in raw else f"; config.json names no {key}: the default"
+    return VARIANT_HEADS[variant], f"variant {variant!r}{unsaid}"
 
 
 def _gemma(shapes: dict, stem: str, variant: str, role: str, raw: dict,
            explicit: Optional[tuple] = None) -> GemmaConfig:
-    heads, kv_heads, head_dim = _heads(variant, raw, explicit, role)
+    (heads, kv_heads, head_dim), source = _heads(variant, raw, explicit, role)
     if min(heads, kv_heads, head_dim) < 1 or heads % kv_heads:
         raise CheckpointError(f"{role}: {heads} heads, {kv_heads} kv heads, head_dim "
                               f"{head_dim} is not an attention shape")
@@ -205,11 +214,9 @@ def _gemma(shapes: dict, stem: str, variant: str, role: str, raw: dict,
     k = _shape(shapes, f"{stem}layers.0.self_attn.k_proj.weight")
     gate = _shape(shapes, f"{stem}layers.0.mlp.gate_proj.weight")
     if q[0] != heads * head_dim or k[0] != kv_heads * head_dim:
-        key = role.replace(" ", "_") + "_variant"
-        unsaid = "" if key in raw else f" (config.json names no {key}: the default)"
         raise CheckpointError(
-            f"{stem}layers.0.self_attn: q/k projections {q} / {k} do not fit variant "
-            f"{variant!r}{unsaid} ({heads} heads, {kv_heads} kv heads, head_dim {head_dim})")
+            f"{stem}layers.0.self_attn: q/k projections {q} / {k} do not fit {heads} heads, "
+            f"{kv_heads} kv heads, head_dim {head_dim} ({source})")
     return GemmaConfig(width=q[1], depth=_count_layers(shapes, f"{stem}layers."),
                        mlp_dim=gate[0], num_heads=heads, num_kv_heads=kv_heads,
                        head_dim=head_dim)

@@ -47,6 +47,10 @@ def checkpoint_normalization(info: checkpoints.Checkpoint, asset_id: str = "",
     if normalization == "identity":
         return norms.Normalization(source="identity (normalization: identity)")
     if info.format == "lerobot":
+        if asset_id:
+            raise ValueError(f"asset_id {asset_id!r} picks an openpi checkpoint's statistics; "
+                             f"the lerobot checkpoint {info.path.parent} keeps one set: leave "
+                             "asset_id empty")
         norm = norms.load_lerobot(info.path.parent, raw_config=info.raw_config)
     else:
         norm = norms.load_openpi(info.path.parent, asset_id)

@@ -127,7 +127,11 @@ def load_openpi(checkpoint_dir: Path, asset_id: str = "", mode: str = "quantile"
     assets = Path(checkpoint_dir) / "assets"
     files = sorted(assets.glob("*/norm_stats.json")) + sorted(assets.glob("norm_stats.json"))
     if asset_id:
+        ids = [f.parent.name for f in files if f.parent != assets]
         files = [f for f in files if f.parent.name == asset_id]
+        if not files and ids:
+            raise MissingStatistics(f"{assets}: no asset_id {asset_id!r}; its statistics are "
+                                    f"{ids}")
     if not files:
         raise MissingStatistics(
             f"{assets}/{asset_id or '<asset_id>'}/norm_stats.json: no normalization statistics; "

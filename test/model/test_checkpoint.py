@@ -324,11 +324,22 @@ def test_attention_shapes_must_fit_the_variant(tmp_path, reference):
     directory = write_openpi(tmp_path / "ckpt", reference)
     config = json.loads((directory / "config.json").read_text())
     (directory / "config.json").write_text(json.dumps(config | {"paligemma_variant": "gemma_2b"}))
-    with pytest.raises(checkpoint.CheckpointError, match="do not fit variant 'gemma_2b' \\(8"):
+    with pytest.raises(checkpoint.CheckpointError,
+                       match="do not fit 8 heads, 1 kv heads, head_dim 256 \\(variant 'gemma_2b'\\)"):
         checkpoint.inspect(directory)
-    unsaid = "do not fit variant 'gemma_2b' \\(config.json names no paligemma_variant: the default"
+    unsaid = "\\(variant 'gemma_2b'; config.json names no paligemma_variant: the default\\)"
     (directory / "config.json").write_text("{}")
     with pytest.raises(checkpoint.CheckpointError, match=unsaid):
+        checkpoint.inspect(directory)
+    # heads config.json gives are named as config.json's, not the variant's
+    (directory / "config.json").write_text(json.dumps(config | {
+        "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16}))
+    with pytest.raises(checkpoint.CheckpointError, match="do not fit 4 heads, 1 kv heads, "
+                       "head_dim 16 \\(config.json's num_attention_heads, num_key_value_heads, "
+                       "head_dim\\)"):
+        checkpoint.inspect(directory)
+    (directory / "config.json").write_text(json.dumps(config | {"type": "pi0"}))
+    with pytest.raises(checkpoint.CheckpointError, match='type "pi0" is not pi05'):
         checkpoint.inspect(directory)
     (directory / "config.json").unlink()     # not the default's fault: the file is missing
     with pytest.raises(checkpoint.CheckpointError, match="no config.json beside "
@@ -534,11 +545,17 @@ def test_inspect_picks_statistics_as_the_node_does(tmp_path, reference):
     picked = inspect("--asset-id", "aloha")
     assert picked.returncode == 0, picked.stderr
     assert "statistics  openpi" in picked.stdout and "aloha" in picked.stdout, picked.stdout
+    unknown = inspect("--asset-id", "droid")
+    assert unknown.returncode == 2
+    assert "no asset_id 'droid'; its statistics are ['aloha', 'trossen']" in unknown.stderr
     shutil.rmtree(directory / "assets")
     assert inspect().returncode == 2
     identity = inspect("--normalization", "identity")
     assert identity.returncode == 0, identity.stderr
     assert "statistics  identity (normalization: identity)" in identity.stdout
+    directory = write_lerobot(tmp_path / "lerobot", reference)   # keeps one set: no asset_id
+    chosen = inspect("--asset-id", "aloha")
+    assert chosen.returncode == 2 and "leave asset_id empty" in chosen.stderr, chosen.stderr
 
 
 @pytest.mark.ros
