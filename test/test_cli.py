@@ -289,6 +289,11 @@ BAD_OPTIONS = [
     (["inspect", "models/demo", "--page-size", "5000"], "--page-size: must be at most 4096"),
     (["demo", "--robots", "0"], "--robots: must be at least 1, not 0"),
     (["demo", "--kill-camera", "3"], "--kill-camera needs --robots 2 or more, not 1"),
+    (["run", "--checkpoint", "ck"], "oxygen-ros run: unrecognized arguments: --checkpoint ck; "
+                                    "a node parameter is -p inference:checkpoint:=VALUE "
+                                    "(see oxygen-ros run --help)"),
+    (["inspect", "ck", "--bogus"], "oxygen-ros inspect: unrecognized arguments: --bogus "
+                                   "(see oxygen-ros inspect --help)"),
 ]
 
 

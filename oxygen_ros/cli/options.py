@@ -16,6 +16,33 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse, but arguments no option takes are named with the verb they were
+        given to (argparse names the top command), and an option spelling a node parameter
+        says how to give it."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            verb = getattr(parsed, "command", None)
+            prog = f"{self.prog} {verb}" if verb else self.prog
+            self.exit(2, f"{prog}: unrecognized arguments: {' '.join(extras)}"
+                         f"{_as_parameter(extras, parsed)} (see {prog} --help)\n")
+        return parsed
+
+
+def _as_parameter(extras: list[str], parsed: argparse.Namespace) -> str:
+    """'; a node parameter is -p inference:checkpoint:=VALUE' for `--checkpoint` given to a
+    verb that takes -p, else ''."""
+    if not hasattr(parsed, "param"):
+        return ""
+    from oxygen_ros.ros.node_parameters import NODE_SPECS
+
+    for extra in extras:
+        name = extra.lstrip("-").split("=")[0].replace("-", "_")
+        for node, specs in NODE_SPECS.items():
+            if extra.startswith("--") and name in specs():
+                return f"; a node parameter is -p {node}:{name}:=VALUE"
+    return ""
+
 
 def bounded(kind: type = int, least=None, above=None, most=None, below=None):
     """An argparse type: a finite number of `kind` (int or float) with least <= value,
