@@ -209,6 +209,8 @@ def node_ros_args(arguments: dict[str, str], config: Path, params) -> list[str]:
 
     launched = launch_plan.inference_overrides(arguments)
     launch_plan.check_cameras(config, param_overrides(params))
+    for node in ("camera_ingest", "inference"):
+        launch_plan.unreached_sections(config, node, f"/{node}")
     if not params:
         return ros_args(str(config), [
             f"inference:{name}:={str(value).lower() if isinstance(value, bool) else value}"

@@ -189,8 +189,21 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-def _node_sections(path: Path, document: dict, within: str = ""):
-    """(node name, its ros__parameters) for each node section, through namespace levels."""
+def unreached_sections(config: Path, node: str, started: str) -> None:
+    """Warn of each section of `node` in the config that the node this start runs, named
+    `started` ('/alpha/inference'), does not read: one under another namespace or name (the
+    bare `<node>:` section is the one every start gives its node)."""
+    document = rcl_yaml.load(config.read_text()) or {}
+    for full, _ in _node_sections(config, document, full_names=True):
+        if full.rsplit("/", 1)[-1] == node and full not in (f"/{node}", started):
+            _warn(f"config file {config}: section {full!r} reaches no node this start runs "
+                  f"({node} runs as {started!r} and reads the {node!r} section"
+                  + (f" and {started!r}" if started != f"/{node}" else "") + ")")
+
+
+def _node_sections(path: Path, document: dict, within: str = "", full_names: bool = False):
+    """(node name, its ros__parameters) for each node section, through namespace levels;
+    with full_names, the name with its namespaces ('/alpha/inference')."""
     for key, value in document.items():
         name = f"{within}/{str(key).strip('/')}"
         if not isinstance(value, dict) or ("ros__parameters" not in value and not all(
@@ -203,9 +216,9 @@ def _node_sections(path: Path, document: dict, within: str = ""):
             if not isinstance(parameters, dict):
                 raise ValueError(f"config file {path}: {name.lstrip('/')}'s ros__parameters "
                                  "must map parameter names to values")
-            yield name.rsplit("/", 1)[-1], parameters
+            yield name if full_names else name.rsplit("/", 1)[-1], parameters
         else:
-            yield from _node_sections(path, value, name)
+            yield from _node_sections(path, value, name, full_names)
 
 
 def with_overrides(config: Path, overrides: Mapping[str, Mapping],
@@ -218,8 +231,12 @@ def with_overrides(config: Path, overrides: Mapping[str, Mapping],
     document = rcl_yaml.load(config.read_text()) or {}
     for node, values in overrides.items():
         key = next((k for k in (node, f"/{node}") if k in document), node)
-        section = ((document.pop(key, None) or {}) if node in names
-                   else document.setdefault(key, {}))
+        if node in names:     # the full name's own section, where the file has one, wins
+            section = document.pop(key, None) or {}
+            own = (document.get(names[node]) or {}).get("ros__parameters") or {}
+            section["ros__parameters"] = (section.get("ros__parameters") or {}) | own
+        else:
+            section = document.setdefault(key, {})
         section["ros__parameters"] = (section.get("ros__parameters") or {}) | dict(values)
         document[names.get(node, key)] = section
     return f"# {config} with overrides, written by oxygen-ros\n" + rcl_yaml.dump(document)
@@ -364,6 +381,7 @@ def node_parameters(arguments: Mapping[str, str], config: Path, node: str) -> st
         check_cameras(config)
     given = inference_overrides(arguments) if node == "inference" else {}
     values = sim_time(arguments) | given | topic_overrides(arguments, config, node)
+    unreached_sections(config, node, f"/{namespace}/{node}" if namespace else f"/{node}")
     return with_overrides(config, {node: values},
                           {node: f"/{namespace}/{node}"} if namespace else {})
 
@@ -375,4 +393,5 @@ def fleet_parameters(arguments: Mapping[str, str], config: Path) -> str:
     server = arguments.get("server", "") or "inference"
     values = (sim_time(arguments) | inference_overrides(arguments)
               | {"robots": fleet_robots(arguments.get("robots", ""))})
+    unreached_sections(config, "inference", f"/{server}")
     return with_overrides(config, {"inference": values}, {"inference": f"/{server}"})

@@ -276,6 +276,29 @@ def test_a_named_robot_has_every_topic_under_its_namespace_where_a_fleet_server_
                                        "camera_ingest") == {"joint_state_topic": "/js"}
 
 
+def test_a_section_under_the_started_nodes_name_wins_and_one_no_node_reads_is_warned_of(
+        tmp_path, capsys):
+    config = tmp_path / "robots.yaml"
+    config.write_text("inference:\n  ros__parameters:\n    preset: tiny\n    dry_run: true\n"
+                      "/alpha/inference:\n  ros__parameters:\n    dry_run: false\n"
+                      "gamma:\n  inference:\n    ros__parameters:\n      dry_run: false\n")
+    given = rcl_yaml.load(launch_plan.node_parameters({"namespace": "alpha"}, config,
+                                                      "inference"))
+    assert given["/alpha/inference"]["ros__parameters"]["dry_run"] is False
+    assert given["/alpha/inference"]["ros__parameters"]["preset"] == "tiny"
+    warned = capsys.readouterr().err
+    assert "section '/gamma/inference' reaches no node this start runs (inference runs as " \
+           "'/alpha/inference' and reads the 'inference' section and '/alpha/inference')" in warned
+    assert warned.count("reaches no node") == 1
+    # a fleet server is one node: no robot's section reaches it
+    launch_plan.fleet_parameters({"robots": "[alpha, beta]"}, config)
+    warned = capsys.readouterr().err
+    assert "section '/alpha/inference' reaches no node" in warned
+    assert "section '/gamma/inference' reaches no node" in warned
+    launch_plan.node_parameters({}, launch_plan.config_file({}, CONFIG), "inference")
+    assert capsys.readouterr().err == ""
+
+
 def test_inference_remote_starts_only_camera_ingest_and_needs_the_robots_name():
     assert launch_plan.starts_inference({}) and launch_plan.starts_inference(
         {"inference": "local"})
