@@ -92,7 +92,7 @@ def expected_keys(model: Pi05Model, prefix: str = "") -> dict[str, tuple[int, ..
 def _weights_file(path: Path) -> Path:
     path = Path(path)
     if path.is_file():
-        if path.suffix in PICKLE_SUFFIXES:
+        if path.suffix.lower() in PICKLE_SUFFIXES:
             raise CheckpointError(f"{path}: pickle checkpoints are never loaded (they can run "
                                   "code); convert it to safetensors")
         return path
@@ -101,7 +101,7 @@ def _weights_file(path: Path) -> Path:
                               else f"{path}: no such checkpoint file or directory")
     weights = path / WEIGHTS
     if not weights.exists():
-        pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
+        pickles = sorted(p.name for p in path.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES)
         hint = (f"; found pickle files {pickles}, which are never loaded (they can run code) "
                 "— convert them to safetensors") if pickles else ""
         raise CheckpointError(f"{path}: no {WEIGHTS}{hint}")
@@ -112,8 +112,24 @@ def _open(weights: Path):
     try:
         return safe_open(str(weights), framework="pt", device="cpu")
     except (SafetensorError, OSError, ValueError) as error:
+        if _looks_pickled(weights):
+            raise CheckpointError(f"{weights}: a pickle (torch.save) file under a safetensors "
+                                  "name; pickle checkpoints are never loaded (they can run "
+                                  "code): convert it to safetensors") from None
         raise CheckpointError(f"{weights}: not a readable safetensors file ({error}); a "
                               "truncated download or a file of another format") from None
+
+
+def _looks_pickled(path: Path) -> bool:
+    """A pickle stream (0x80, protocol 2 to 5, an opcode; a safetensors header's length
+    would have 0 as third byte) or torch.save's zip archive."""
+    try:
+        with open(path, "rb") as handle:
+            start = handle.read(4)
+    except OSError:
+        return False
+    return (len(start) == 4 and start[0] == 0x80 and 2 <= start[1] <= 5 and start[2] != 0
+            or start == b"PK\x03\x04")
 
 
 def _shapes(handle) -> dict[str, tuple[int, ...]]:

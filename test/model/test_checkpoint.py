@@ -373,7 +373,15 @@ def test_pickle_files_are_never_unpickled(tmp_path, capsys):
     with pytest.raises(checkpoint.CheckpointError, match="pickle checkpoints are never loaded"):
         checkpoint.load(directory / "pytorch_model.bin")
     (directory / "model.safetensors").write_bytes(pickle.dumps(Boom()))  # disguised
-    with pytest.raises(checkpoint.CheckpointError, match="not a readable safetensors file"):
+    with pytest.raises(checkpoint.CheckpointError, match="a pickle \\(torch.save\\) file under "
+                                                         "a safetensors name"):
+        checkpoint.load(directory)
+    torch.save({"w": torch.zeros(2)}, directory / "model.safetensors")  # its zip archive
+    with pytest.raises(checkpoint.CheckpointError, match="a pickle \\(torch.save\\) file"):
+        checkpoint.load(directory)
+    (directory / "model.safetensors").unlink()
+    (directory / "pytorch_model.bin").rename(directory / "MODEL.PT")
+    with pytest.raises(checkpoint.CheckpointError, match=r"MODEL\.PT.*never loaded"):
         checkpoint.load(directory)
     assert "would run code" not in capsys.readouterr().out
 
