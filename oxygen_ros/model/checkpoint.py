@@ -137,10 +137,11 @@ def _shapes(handle) -> dict[str, tuple[int, ...]]:
 
 
 def _detect(shapes: dict, raw: dict) -> tuple[str, str]:
-    if raw.get("type", "pi05") != "pi05":
-        raise CheckpointError(f"config.json: type {json.dumps(raw['type'])} is not pi05: this "
-                              "loader runs π0.5 checkpoints only (lerobot's type pi05, openpi's "
-                              "PyTorch pi05)")
+    if raw.get("type", "pi05") != "pi05" or raw.get("pi05", True) is not True:
+        said = (f"type {json.dumps(raw['type'])}" if raw.get("type", "pi05") != "pi05"
+                else f"pi05 {json.dumps(raw['pi05'])}")
+        raise CheckpointError(f"config.json: {said} is not π0.5: this loader runs π0.5 "
+                              "checkpoints only (lerobot's type pi05, openpi's PyTorch pi05)")
     lerobot_keys = any(k.startswith("model.paligemma_with_expert.") for k in shapes)
     openpi_keys = any(k.startswith("paligemma_with_expert.") for k in shapes)
     if raw.get("type") == "pi05" or (lerobot_keys and not openpi_keys):

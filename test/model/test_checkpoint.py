@@ -339,7 +339,10 @@ def test_attention_shapes_must_fit_the_variant(tmp_path, reference):
                        "head_dim\\)"):
         checkpoint.inspect(directory)
     (directory / "config.json").write_text(json.dumps(config | {"type": "pi0"}))
-    with pytest.raises(checkpoint.CheckpointError, match='type "pi0" is not pi05'):
+    with pytest.raises(checkpoint.CheckpointError, match='type "pi0" is not π0.5'):
+        checkpoint.inspect(directory)
+    (directory / "config.json").write_text(json.dumps(config | {"pi05": False}))  # openpi's
+    with pytest.raises(checkpoint.CheckpointError, match="pi05 false is not π0.5"):
         checkpoint.inspect(directory)
     (directory / "config.json").unlink()     # not the default's fault: the file is missing
     with pytest.raises(checkpoint.CheckpointError, match="no config.json beside "
