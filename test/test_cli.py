@@ -292,6 +292,7 @@ BAD_OPTIONS = [
     (["run", "--checkpoint", "ck"], "oxygen-ros run: unrecognized arguments: --checkpoint ck; "
                                     "a node parameter is -p inference:checkpoint:=VALUE "
                                     "(see oxygen-ros run --help)"),
+    (["run", "-p", "inference:robots:=[x_]"], "robot name 'x_': use letters, digits"),
     (["inspect", "ck", "--bogus"], "oxygen-ros inspect: unrecognized arguments: --bogus "
                                    "(see oxygen-ros inspect --help)"),
 ]

@@ -76,7 +76,9 @@ def _typed(name: str, kind: type, value, which: str = ""):
         return float(value)
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
-    raise ValueError(f"{name} must be {KIND_NAMES[kind][0]}{which}, not {value!r}")
+    hint = (" (YAML reads true/false/yes/no/on/off as booleans: quote a word meant as "
+            "text, as 'yes')") if kind is str and isinstance(value, bool) else ""
+    raise ValueError(f"{name} must be {KIND_NAMES[kind][0]}{which}, not {value!r}{hint}")
 
 
 def parameter(default, description: str, *, range: Optional[tuple] = None,

@@ -193,7 +193,7 @@ def load_lerobot(checkpoint_dir: Path, raw_config: Optional[dict] = None) -> Nor
                 "is there — actions would come out in normalized units; copy them from the "
                 "training run, or set normalization: identity if the model needs none")
         return Normalization()
-    names = ", ".join(p.name for p in files)
+    names = ", ".join(str(p) for p in files)
 
     def feature(name: str, mode: Optional[str]) -> Optional[Stats]:
         if mode is None:

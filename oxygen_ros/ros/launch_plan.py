@@ -17,6 +17,7 @@ set in it."""
 import atexit
 import difflib
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -105,6 +106,8 @@ def parameter_value(node: str, name: str, value):
                          "it would run on the default; leave it out for that")
     typed = spec.typed(name, value)
     spec.check(name, typed)
+    if (node, name) == ("inference", "robots") and typed:
+        robot_names(typed, unnamed=False)
     return typed
 
 
@@ -195,10 +198,18 @@ def unreached_sections(config: Path, node: str, started: str) -> None:
     bare `<node>:` section is the one every start gives its node)."""
     document = rcl_yaml.load(config.read_text()) or {}
     for full, _ in _node_sections(config, document, full_names=True):
-        if full.rsplit("/", 1)[-1] == node and full not in (f"/{node}", started):
+        if full.rsplit("/", 1)[-1] == node and not _matches(full, f"/{node}", started):
             _warn(f"config file {config}: section {full!r} reaches no node this start runs "
                   f"({node} runs as {started!r} and reads the {node!r} section"
                   + (f" and {started!r}" if started != f"/{node}" else "") + ")")
+
+
+def _matches(section: str, *names: str) -> bool:
+    """Whether a section's full name reaches a node of one of `names`, as rcl matches its
+    wildcards (`*` one namespace token, `**` any number of them)."""
+    pattern = "".join("(/[^/]+)*" if token == "**" else "/[^/]+" if token == "*"
+                      else "/" + re.escape(token) for token in section.strip("/").split("/"))
+    return any(re.fullmatch(pattern, name) for name in names)
 
 
 def _node_sections(path: Path, document: dict, within: str = "", full_names: bool = False):

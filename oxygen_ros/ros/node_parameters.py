@@ -38,7 +38,8 @@ class InferenceParameters:
     robots: tuple[str, ...] = parameter(
         (), "robots served by this one engine, each under /<robot>/ (its topics, Ask action, "
             "control process and diagnostics; a name is letters, digits and single "
-            "underscores, starting with a letter); empty: one robot, names as given")
+            "underscores, starting with a letter, not ending with an underscore); empty: one "
+            "robot, names as given")
     joint_names: tuple[str, ...] = parameter(
         tuple(f"joint_{i}" for i in range(JOINTS)),
         "robot joints = the first action dimensions, and the state order")

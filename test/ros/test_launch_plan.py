@@ -107,6 +107,11 @@ BAD_CONFIGS = [  # (YAML text, what the one-line refusal says)
     ("inference:\n  ros__parameters:\n    robots: [alpha, yes]\n",
      "['alpha', True] mixes types, which rcl cannot read (YAML reads true/false/yes/no/on/off "
      "as booleans: quote a word meant as text, as 'yes')"),
+    ("inference:\n  ros__parameters:\n    robots: [yes, no]\n",
+     "robots must be a string (each of robots), not True (YAML reads true/false/yes/no/on/off "
+     "as booleans: quote a word meant as text, as 'yes')"),
+    ("inference:\n  ros__parameters:\n    robots: [alpha, x_]\n",
+     "robot name 'x_': use letters, digits and single underscores"),
     ("inference:\n  ros__parameters:\n    robots: [alpha, 7]\n",
      "['alpha', 7] mixes types, which rcl cannot read (quote each item meant as text"),
     ("robot_state_publisher:\n  ros__parameters:\n    publish_frequency: 20.0\n",
@@ -281,7 +286,9 @@ def test_a_section_under_the_started_nodes_name_wins_and_one_no_node_reads_is_wa
     config = tmp_path / "robots.yaml"
     config.write_text("inference:\n  ros__parameters:\n    preset: tiny\n    dry_run: true\n"
                       "/alpha/inference:\n  ros__parameters:\n    dry_run: false\n"
-                      "gamma:\n  inference:\n    ros__parameters:\n      dry_run: false\n")
+                      "gamma:\n  inference:\n    ros__parameters:\n      dry_run: false\n"
+                      "/**/inference:\n  ros__parameters:\n    control_rate_hz: 40.0\n"
+                      "/*/camera_ingest:\n  ros__parameters:\n    image_size: 224\n")
     given = rcl_yaml.load(launch_plan.node_parameters({"namespace": "alpha"}, config,
                                                       "inference"))
     assert given["/alpha/inference"]["ros__parameters"]["dry_run"] is False
@@ -289,7 +296,11 @@ def test_a_section_under_the_started_nodes_name_wins_and_one_no_node_reads_is_wa
     warned = capsys.readouterr().err
     assert "section '/gamma/inference' reaches no node this start runs (inference runs as " \
            "'/alpha/inference' and reads the 'inference' section and '/alpha/inference')" in warned
-    assert warned.count("reaches no node") == 1
+    assert warned.count("reaches no node") == 1       # '/**/inference' reaches every one
+    launch_plan.node_parameters({}, config, "camera_ingest")
+    assert "section '/*/camera_ingest' reaches no node" in capsys.readouterr().err
+    launch_plan.node_parameters({"namespace": "alpha"}, config, "camera_ingest")
+    assert capsys.readouterr().err == ""
     # a fleet server is one node: no robot's section reaches it
     launch_plan.fleet_parameters({"robots": "[alpha, beta]"}, config)
     warned = capsys.readouterr().err
