@@ -17,14 +17,12 @@ from pathlib import Path
 from typing import Optional
 
 import torch
-from safetensors import SafetensorError, safe_open
 
 from oxygen_ros.model.config import GemmaConfig, ModelConfig, VisionConfig
 from oxygen_ros.model.pi05 import FLOAT32_HEADS, Pi05Model
 from oxygen_ros.model.safetensors_file import mapped_tensors
+from oxygen_ros.model.weights_file import CheckpointError, open_weights, weights_file
 
-WEIGHTS = "model.safetensors"
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 # openpi's gemma.get_config: attention shapes of each Gemma variant
 VARIANT_HEADS = {"dummy": (8, 1, 16), "gemma_300m": (8, 1, 256), "gemma_2b": (8, 1, 256),
                  "gemma_300m_lora": (8, 1, 256), "gemma_2b_lora": (8, 1, 256)}
@@ -45,10 +43,6 @@ IGNORED = ("paligemma_with_expert.gemma_expert.lm_head.weight",)
 TIED_HEAD = "paligemma_with_expert.paligemma.lm_head.weight"
 FLOAT_DTYPES = ("F32", "BF16", "F16", "F64")    # stored dtypes a parameter may have
 EMBEDDING = "paligemma_with_expert.paligemma.model.language_model.embed_tokens.weight"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded; the message names the file, key or shape."""
 
 
 @dataclass
@@ -89,49 +83,6 @@ def expected_keys(model: Pi05Model, prefix: str = "") -> dict[str, tuple[int, ..
 
 
 # -- reading -----------------------------------------------------------------------------
-def _weights_file(path: Path) -> Path:
-    path = Path(path)
-    if path.is_file():
-        if path.suffix.lower() in PICKLE_SUFFIXES:
-            raise CheckpointError(f"{path}: pickle checkpoints are never loaded (they can run "
-                                  "code); convert it to safetensors")
-        return path
-    if not path.is_dir():
-        raise CheckpointError(f"{path}: not a regular file or directory" if path.exists()
-                              else f"{path}: no such checkpoint file or directory")
-    weights = path / WEIGHTS
-    if not weights.exists():
-        pickles = sorted(p.name for p in path.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES)
-        hint = (f"; found pickle files {pickles}, which are never loaded (they can run code) "
-                "— convert them to safetensors") if pickles else ""
-        raise CheckpointError(f"{path}: no {WEIGHTS}{hint}")
-    return weights
-
-
-def _open(weights: Path):
-    try:
-        return safe_open(str(weights), framework="pt", device="cpu")
-    except (SafetensorError, OSError, ValueError) as error:
-        if _looks_pickled(weights):
-            raise CheckpointError(f"{weights}: a pickle (torch.save) file under a safetensors "
-                                  "name; pickle checkpoints are never loaded (they can run "
-                                  "code): convert it to safetensors") from None
-        raise CheckpointError(f"{weights}: not a readable safetensors file ({error}); a "
-                              "truncated download or a file of another format") from None
-
-
-def _looks_pickled(path: Path) -> bool:
-    """A pickle stream (0x80, protocol 2 to 5, an opcode; a safetensors header's length
-    would have 0 as third byte) or torch.save's zip archive."""
-    try:
-        with open(path, "rb") as handle:
-            start = handle.read(4)
-    except OSError:
-        return False
-    return (len(start) == 4 and start[0] == 0x80 and 2 <= start[1] <= 5 and start[2] != 0
-            or start == b"PK\x03\x04")
-
-
 def _shapes(handle) -> dict[str, tuple[int, ...]]:
     return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
 
@@ -294,8 +245,8 @@ def read_config(shapes: dict, raw: dict, prefix: str, heads: Optional[tuple] = N
 
 def inspect(path: str | Path, heads: Optional[tuple] = None, vision_heads: int = 0) -> Checkpoint:
     """Format, dimensions and contents of a checkpoint, without loading its weights."""
-    weights = _weights_file(Path(path))
-    with _open(weights) as handle:
+    weights = weights_file(Path(path))
+    with open_weights(weights) as handle:
         shapes = _shapes(handle)
         stored_dtypes = {key: handle.get_slice(key).get_dtype() for key in handle.keys()}
     config_file = weights.parent / "config.json"
