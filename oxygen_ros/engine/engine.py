@@ -24,7 +24,7 @@ from oxygen_ros.engine.inbox import Cancel, Inbox, NewDialogue
 from oxygen_ros.engine.memory_task import MemoryTask
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.outputs import ActionChunk, FrameReport, TextChunk
-from oxygen_ros.engine.pool_size import cache_bytes, check_pool, prefix_tokens
+from oxygen_ros.engine.pool_size import allocate_cache, prefix_tokens
 from oxygen_ros.engine.request import COMPLETED, LanguageRequest, Status
 from oxygen_ros.engine.robot import Robot
 from oxygen_ros.engine.robot_names import robot_names
@@ -82,21 +82,7 @@ class EngineCore:
         self.max_prefix_tokens = prefix_tokens(model.config, len(config.camera_names))
 
     def new_cache(self, action_batch: int = 1) -> KVCache:
-        model, config = self.model.config, self.config
-        # every robot's newest prefix is held at once
-        check_pool(model, config.num_pages, config.page_size, len(config.camera_names),
-                   max(1, action_batch))
-        try:
-            return KVCache.for_model(model, config.num_pages, config.page_size, action_batch,
-                                     self.model.dtype, self.model.device)
-        except RuntimeError as error:    # the allocator's: sizes from num_pages, config.json
-            size = cache_bytes(model, config.num_pages, config.page_size, action_batch,
-                               self.model.dtype.itemsize)
-            raise ValueError(
-                f"the KV cache ({size / 2**30:.2f} GiB: num_pages {config.num_pages} x "
-                f"page_size {config.page_size} tokens, and action_horizon "
-                f"{model.action_horizon} tokens for each of {action_batch} robot(s)) cannot be "
-                f"allocated on {self.model.device}: {str(error).splitlines()[0]}") from None
+        return allocate_cache(self.model, self.config, action_batch)
 
     # -- the single robot's state (a fleet names its robots) ---------------------------------
     @property
