@@ -17,8 +17,6 @@ set in it."""
 import atexit
 import difflib
 import os
-import re
-import sys
 import tempfile
 from pathlib import Path
 from types import MappingProxyType
@@ -28,6 +26,7 @@ import yaml
 
 from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.ros import rcl_yaml
+from oxygen_ros.ros.config_sections import node_sections, unreached_sections, warn
 from oxygen_ros.ros.node_parameters import NODE_SPECS
 from oxygen_ros.ros.robot_topics import robot_topic
 
@@ -147,7 +146,7 @@ def read_config(path: Path) -> dict:
     node_specs = {node: specs() for node, specs in NODE_SPECS.items()}
     everything = set().union(*node_specs.values())
     ours = 0
-    for node, section in _node_sections(path, document):
+    for node, section in node_sections(path, document):
         wildcard = node in ("*", "**")
         for name, value in section.items():
             if isinstance(value, list) and len({type(v) for v in value}) > 1:
@@ -156,7 +155,7 @@ def read_config(path: Path) -> dict:
         if not wildcard and node not in NODE_SPECS:
             typo = _nearest(node, NODE_SPECS, cutoff=TYPO)
             if typo:
-                _warn(f"config file {path}: section {node!r} reaches no node oxygen_ros "
+                warn(f"config file {path}: section {node!r} reaches no node oxygen_ros "
                       f"starts{typo}")
             continue      # another node's parameters (a camera driver's), in a robot-wide file
         ours += 1
@@ -165,7 +164,7 @@ def read_config(path: Path) -> dict:
             if wildcard and not nodes and not _ros_own(name):
                 typo = _nearest(name, everything, cutoff=TYPO)
                 if typo:
-                    _warn(f"config file {path}: {node}: {name!r} is no parameter of "
+                    warn(f"config file {path}: {node}: {name!r} is no parameter of "
                           f"camera_ingest or inference{typo}")
             try:
                 for each in nodes:
@@ -186,50 +185,6 @@ def _unmixed(values: list) -> str:
         return ("YAML reads true/false/yes/no/on/off as booleans: quote a word meant as "
                 "text, as 'yes'")
     return "quote each item meant as text, as '7'"
-
-
-def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr, flush=True)
-
-
-def unreached_sections(config: Path, node: str, started: str) -> None:
-    """Warn of each section of `node` in the config that the node this start runs, named
-    `started` ('/alpha/inference'), does not read: one under another namespace or name (the
-    bare `<node>:` section is the one every start gives its node)."""
-    document = rcl_yaml.load(config.read_text()) or {}
-    for full, _ in _node_sections(config, document, full_names=True):
-        if full.rsplit("/", 1)[-1] == node and not _matches(full, f"/{node}", started):
-            _warn(f"config file {config}: section {full!r} reaches no node this start runs "
-                  f"({node} runs as {started!r} and reads the {node!r} section"
-                  + (f" and {started!r}" if started != f"/{node}" else "") + ")")
-
-
-def _matches(section: str, *names: str) -> bool:
-    """Whether a section's full name reaches a node of one of `names`, as rcl matches its
-    wildcards (`*` one namespace token, `**` any number of them)."""
-    pattern = "".join("(/[^/]+)*" if token == "**" else "/[^/]+" if token == "*"
-                      else "/" + re.escape(token) for token in section.strip("/").split("/"))
-    return any(re.fullmatch(pattern, name) for name in names)
-
-
-def _node_sections(path: Path, document: dict, within: str = "", full_names: bool = False):
-    """(node name, its ros__parameters) for each node section, through namespace levels;
-    with full_names, the name with its namespaces ('/alpha/inference')."""
-    for key, value in document.items():
-        name = f"{within}/{str(key).strip('/')}"
-        if not isinstance(value, dict) or ("ros__parameters" not in value and not all(
-                isinstance(inner, dict) for inner in value.values())):
-            raise ValueError(f"config file {path}: section {name.lstrip('/')!r} needs "
-                             "'ros__parameters:' above its parameters (or nodes under it, "
-                             "for a namespace)")
-        if "ros__parameters" in value:
-            parameters = value["ros__parameters"] or {}
-            if not isinstance(parameters, dict):
-                raise ValueError(f"config file {path}: {name.lstrip('/')}'s ros__parameters "
-                                 "must map parameter names to values")
-            yield name if full_names else name.rsplit("/", 1)[-1], parameters
-        else:
-            yield from _node_sections(path, value, name, full_names)
 
 
 def with_overrides(config: Path, overrides: Mapping[str, Mapping],
@@ -322,7 +277,7 @@ def check_cameras(config: Path, overrides: Mapping[str, Mapping] = MappingProxyT
                          "observation")
     missing = [name for name in read if name not in published]
     if missing:
-        _warn(f"inference's camera_names {read} has {missing}, which camera_ingest's "
+        warn(f"inference's camera_names {read} has {missing}, which camera_ingest's "
               f"{published} has not: every observation will lack it (the model masks it)")
 
 
