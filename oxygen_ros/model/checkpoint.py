@@ -262,16 +262,9 @@ def inspect(path: str | Path, heads: Optional[tuple] = None, vision_heads: int =
                               f"found a {type(raw).__name__}")
     fmt, prefix = _detect(shapes, raw)
     config = read_config(shapes, raw, prefix, heads, vision_heads)
-    params = sum(_numel(s) for k, s in shapes.items()
+    params = sum(math.prod(s) for k, s in shapes.items()
                  if k[len(prefix):] not in IGNORED and k[len(prefix):] != TIED_HEAD)
     return Checkpoint(weights, fmt, prefix, config, raw, params, shapes, stored_dtypes)
-
-
-def _numel(shape) -> int:
-    count = 1
-    for size in shape:
-        count *= size
-    return count
 
 
 def load(path: str | Path, device: str | torch.device = "cpu",
