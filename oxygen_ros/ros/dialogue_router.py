@@ -5,7 +5,11 @@ that asked. Two ways in:
   lifetime (a reconfigure goes on counting), of its own (action goals do not use them up);
   the answer streams as DialogueChunk messages with that id;
 - the Ask action: feedback carries the text as it decodes, the result the whole answer and
-  its finish reason; cancelling ends the answer at once and frees its KV pages.
+  its finish reason; cancelling ends the answer at once and frees its KV pages. A goal
+  stays ACCEPTED while its answer streams and executes when the answer has ended, its
+  result at hand: rclpy's executor polls every waiting execute coroutine whenever anything
+  wakes it, so 64 goals awaiting their answers kept a core busy and the action path (p95
+  67 ms) took 0.5-2.5 s.
 
 One router per robot (its topic and Ask action; the requests are about its observations).
 
@@ -31,7 +35,6 @@ from typing import Iterator, Optional
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.task import Future
 
 from oxygen_ros.action import Ask
 from oxygen_ros.engine.request import COMPLETED
@@ -81,7 +84,8 @@ def _goal_id(goal_handle) -> bytes:
 @dataclass
 class _Goal:
     handle: object
-    done: Future
+    request_id: int = 0
+    reason: str = ""            # the finish reason, once the answer has ended
     pieces: list = field(default_factory=list)
     seq: int = 0
     stamp: float = 0.0          # the observation the answer is about (ROS time)
@@ -97,7 +101,8 @@ class DialogueRouter:
         self._routes: dict[int, object] = {}   # engine request id -> topic id (int) or _Goal
         self._held = 0                         # goals accepted, not yet submitted
         self._cancelled_early: set[bytes] = set()   # goal ids cancelled before submission
-        self._executing = 0                    # execute callbacks not yet returned
+        self._open = 0                         # goals taken in, result not yet handed over
+        self._ended: dict[bytes, _Goal] = {}   # goal id -> answer ended, not yet executed
         self._closing = False
         self.server = self._bind(server, (action_name, engine.config.max_pending_requests))
 
@@ -110,10 +115,12 @@ class DialogueRouter:
             server.register_goal_callback(self._on_goal)
             server.register_cancel_callback(self._on_cancel)
             server.register_execute_callback(self._execute)
+            server.register_handle_accepted_callback(self.on_accepted)
             return server
         if server is not None:
             server.destroy()
         server = ActionServer(self.node, Ask, key[0], execute_callback=self._execute,
+                              handle_accepted_callback=self.on_accepted,
                               goal_callback=self._on_goal, cancel_callback=self._on_cancel,
                               callback_group=ReentrantCallbackGroup(),
                               result_timeout=RESULT_KEPT_S, **ask_qos(key[1]))
@@ -142,7 +149,7 @@ class DialogueRouter:
     def winding_down(self) -> bool:
         """Some goal's result is not yet handed to the action server."""
         with self._lock:
-            return self._executing > 0
+            return self._open > 0
 
     # -- in ----------------------------------------------------------------------------
     def _cut(self, text: str) -> Optional[str]:
@@ -182,57 +189,71 @@ class DialogueRouter:
         with self._lock:
             request_id = next((i for i, route in self._routes.items()
                                if isinstance(route, _Goal) and route.handle is goal_handle), None)
-            if request_id is None:     # accepted, not executing yet: cancelled when it is
+            if request_id is None:     # accepted, not taken in yet: cancelled when it is
                 self._cancelled_early.add(_goal_id(goal_handle))
         if request_id is not None and not self._closing:
             self.engine.cancel_dialogue(request_id)
             self.node.wake_engine()
         return CancelResponse.ACCEPT
 
-    async def _execute(self, goal_handle):
-        goal = _Goal(goal_handle, Future())
+    def on_accepted(self, goal_handle) -> None:
+        """An accepted goal goes to the engine; its execution is held back until its answer
+        has ended (see the module docstring)."""
+        goal = _Goal(goal_handle)
         question = self._cut(goal_handle.request.question) or " "
         with self._lock:
             self._held -= 1
-            self._executing += 1
+            self._open += 1
             cancelled = _goal_id(goal_handle) in self._cancelled_early
             self._cancelled_early.discard(_goal_id(goal_handle))
-            if self._closing:   # accepted just before the shutdown began
-                request_id = 0
-                if self.engine is not None:
-                    self.engine.give_back_place(self.robot)
-                self.counters["dialogue_shutdown"] += 1
-                goal.done.set_result("shutdown")
-            else:
-                request_id = self.engine.submit_dialogue(
+            closing = self._closing
+            if not closing:   # routed before the engine can answer it
+                goal.request_id = self.engine.submit_dialogue(
                     question, goal_handle.request.max_tokens or None, robot=self.robot,
                     held=True)
-                self._routes[request_id] = goal
+                self._routes[goal.request_id] = goal
                 self.counters["dialogue_requests"] += 1
                 if cancelled:
-                    self.engine.cancel_dialogue(request_id)
-                self.node.wake_engine()
-        try:
-            return await self._answer(goal, request_id)
-        finally:
-            with self._lock:
-                self._executing -= 1
-                self._cancelled_early.discard(_goal_id(goal_handle))   # cancelled as it ended
+                    self.engine.cancel_dialogue(goal.request_id)
+        if closing:           # accepted just before the shutdown began
+            if self.engine is not None:
+                self.engine.give_back_place(self.robot)
+            self.counters["dialogue_shutdown"] += 1
+            self._end(goal, "shutdown")
+        else:
+            self.node.wake_engine()
 
-    async def _answer(self, goal: _Goal, request_id: int):
-        goal_handle = goal.handle
-        reason = await goal.done
+    def _end(self, goal: _Goal, reason: str) -> None:
+        """The answer has ended: the goal executes now and its result is at hand."""
+        goal.reason = reason
+        if not goal.stamp:     # it never read an observation: the goal's end
+            goal.stamp = self.node.get_clock().now().nanoseconds * 1e-9
+        with self._lock:
+            self._ended[_goal_id(goal.handle)] = goal
         try:
-            if reason == "cancelled" and goal_handle.is_cancel_requested:
+            goal.handle.execute()
+        except Exception:  # noqa: BLE001 - the server went away (cleanup): nobody to tell
+            with self._lock:
+                self._ended.pop(_goal_id(goal.handle), None)
+                self._open -= 1
+
+    def _execute(self, goal_handle) -> Ask.Result:
+        with self._lock:
+            goal = self._ended.pop(_goal_id(goal_handle))
+        try:
+            if goal.reason == "cancelled" and goal_handle.is_cancel_requested:
                 goal_handle.canceled()
-            elif reason in COMPLETED:
+            elif goal.reason in COMPLETED:
                 goal_handle.succeed()
             else:
                 goal_handle.abort()
         except Exception:  # noqa: BLE001 - the server went away (cleanup): nobody to tell
             pass
-        return Ask.Result(request_id=request_id, answer="".join(goal.pieces),
-                          finish_reason=reason,
+        finally:
+            with self._lock:
+                self._open -= 1
+        return Ask.Result(request_id=goal.request_id, answer="".join(goal.pieces),
+                          finish_reason=goal.reason,
                           observation_stamp=conversions.to_time(goal.stamp))
 
     # -- out (engine thread) ---------------------------------------------------------------
@@ -245,13 +266,13 @@ class DialogueRouter:
         if chunk.final:
             self.counters[f"dialogue_{chunk.finish_reason}"] += 1
         if isinstance(route, _Goal):
+            route.stamp = stamp
             if chunk.text:
                 route.pieces.append(chunk.text)
                 route.handle.publish_feedback(Ask.Feedback(seq=route.seq, text=chunk.text))
                 route.seq += 1
             if chunk.final:
-                route.stamp = stamp
-                route.done.set_result(chunk.finish_reason)
+                self._end(route, chunk.finish_reason)
         elif route is not None:
             self.publisher.publish(conversions.dialogue_msg(chunk, stamp, request_id=route))
 
@@ -262,7 +283,6 @@ class DialogueRouter:
             goals = [r for r in self._routes.values() if isinstance(r, _Goal)]
             self._routes.clear()
         for goal in goals:
-            if not goal.done.done():
-                self.counters["dialogue_shutdown"] += 1
-                goal.done.set_result("shutdown")
+            self.counters["dialogue_shutdown"] += 1
+            self._end(goal, "shutdown")
         return len(goals)

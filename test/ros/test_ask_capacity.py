@@ -1,7 +1,8 @@
 """Every dialogue request path has a stated capacity and answers every request inside it
 (real rclpy, separate processes): more Ask clients at once than max_pending_requests are
 each accepted or rejected, the accepted all finish, and the counters add up; a goal still
-decoding at Ctrl-C gets its result (finish_reason shutdown) before the process exits;
+decoding at Ctrl-C gets its result (finish_reason shutdown, stamped with the observation it
+read) before the process exits, and stays ACCEPTED while its answer streams;
 request ids go on counting across a cleanup and configure; a goal whose acceptance cannot
 reach its client still runs, frees its place and is counted as a lost response."""
 
@@ -19,6 +20,7 @@ from oxygen_ros.action import Ask
 from oxygen_ros.ros.dialogue_router import ask_client_qos
 
 LIMIT = 8
+UNKNOWN, ACCEPTED, ABORTED = 0, 1, 6     # action_msgs/GoalStatus
 RESULT_ASKED_AGAIN_AFTER_S = 12.0   # past Kilted rclpy's default result_timeout (10 s)
 
 
@@ -112,12 +114,20 @@ def test_a_goal_decoding_at_ctrl_c_gets_its_result_with_finish_reason_shutdown(
         sent = client.send_goal_async(Ask.Goal(question="tell me a long story", max_tokens=5000),
                                       feedback_callback=feedback.append)
         assert probe.spin(60.0, until=sent.done) and sent.result().accepted
-        result = sent.result().get_result_async()
+        handle = sent.result()
+        result = handle.get_result_async()
         assert probe.spin(60.0, until=lambda: len(feedback) >= 3)
+        # it streams while ACCEPTED: no execute coroutine waits in the node's executor
+        assert probe.spin(60.0, until=lambda: handle.status != UNKNOWN)
+        assert handle.status == ACCEPTED, handle.status
         os.killpg(node.pid, signal.SIGINT)          # Ctrl-C
         assert probe.spin(60.0, until=result.done), "".join(node.lines)[-2000:]
         answer = result.result().result
-        assert answer.finish_reason == "shutdown" and result.result().status == 6  # ABORTED
+        assert answer.finish_reason == "shutdown" and result.result().status == ABORTED
+        # the answer read an observation: its stamp, not zero
+        now = probe.node.get_clock().now().nanoseconds * 1e-9
+        stamp = answer.observation_stamp.sec + answer.observation_stamp.nanosec * 1e-9
+        assert now - 60.0 < stamp < now, (stamp, now)
         # the result is the whole answer; feedback comes in order, and a piece the client's
         # keep-last queue dropped under load shows as a gap in seq
         seqs = [f.feedback.seq for f in feedback]

@@ -1,8 +1,8 @@
-"""An Ask goal cancelled after it was accepted but before its execution began ends
-cancelled and gives its place back (real rclpy, one process). rclpy runs a goal's execute
-callback as a later executor task, so a client's cancel can come in between; here the goal's
-execution is held back until the cancel has been answered, so the test does not depend on
-which of the two the executor happens to run first."""
+"""An Ask goal cancelled after it was accepted but before the router took it in ends
+cancelled and gives its place back (real rclpy, one process). rclpy answers the client
+before it calls the accepted callback, so a client's cancel can come in between; here the
+router's accepted callback is held back until the cancel has been answered, so the test does
+not depend on which of the two the executor happens to run first."""
 
 import threading
 import time
@@ -57,7 +57,7 @@ def test_a_goal_cancelled_before_it_executes_ends_cancelled_and_frees_its_place(
             [bytes(handle.goal_id.uuid)]
         assert port.counters["dialogue_requests"] == 0       # not submitted yet
 
-        accepted[0].execute()       # what rclpy's default accepted callback does at once
+        port.dialogue.on_accepted(accepted[0])   # what the router's accepted callback does
         result = handle.get_result_async()
         assert wait(result.done), "no result for the cancelled goal"
         assert result.result().status == CANCELED
