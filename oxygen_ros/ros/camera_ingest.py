@@ -18,6 +18,7 @@ from oxygen_ros.engine.parameters import build
 from oxygen_ros.msg import Observation
 from oxygen_ros.ros import diagnostics, qos, ros_parameters
 from oxygen_ros.ros.conversions import joint_state_problem, take_instruction
+from oxygen_ros.ros.joint_state_merger import JointStateMerger
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.frame_sync import FrameSynchronizer
@@ -48,7 +49,8 @@ class CameraIngest(Node):
     A camera topic ending in `/compressed` is read as sensor_msgs/CompressedImage (the
     image_transport convention); any other as sensor_msgs/Image. Cameras decode in
     parallel (OpenCV releases the interpreter); joint states have their own callback group
-    and a deep queue, so a busy camera never makes them overflow.
+    and a deep queue, so a busy camera never makes them overflow. Joint states published in
+    parts (an arm and a gripper driver) are merged (JointStateMerger).
     """
 
     def __init__(self, **kwargs):
@@ -65,6 +67,7 @@ class CameraIngest(Node):
         # decode) and waits at most max_delay_s there: no frame needs an older joint state
         self.sync = FrameSynchronizer(list(names), slop_ns=slop_ns, max_delay_ns=max_delay_ns,
                                       state_horizon_ns=self.max_age_ns + max_delay_ns + slop_ns)
+        self.joints = JointStateMerger(self.max_age_ns)
         self._sync_lock = threading.Lock()
         self.counters = dict.fromkeys(("conversion_errors", "stale", "future") + IMAGE_PROBLEMS
                                       + ("joint_state_mismatch", "non_finite_joint_state",
@@ -136,7 +139,9 @@ class CameraIngest(Node):
             return self._problem(problem, f"{len(msg.name)} names, {len(msg.position)} "
                                           "positions (dropped)")
         with self._sync_lock:
-            self.sync.add_state(stamp, msg)
+            names, positions = self.joints.merge(stamp, msg.name, msg.position)
+            self.sync.add_state(stamp, JointState(header=msg.header, name=names,
+                                                  position=positions))
             self._publish_ready()
 
     def on_instruction(self, msg: String) -> None:

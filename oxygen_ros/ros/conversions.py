@@ -71,7 +71,8 @@ def joint_state_problem(msg) -> str:
 def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence[str],
                          fallback_instruction: str, image_size: int = 0) -> Decoded:
     """Decode an Observation message. Unusable cameras are dropped (the model masks them);
-    the state follows `joint_names` (missing joints read 0, non-finite values read 0).
+    the state follows `joint_names`: a state without one of them, or not finite, drops the
+    message (no policy is fed a made-up position; the watchdog stops the robot).
     Images not at `image_size` are used (resized by the model) and counted."""
     problems, details = [], {}
 
@@ -115,13 +116,16 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
     if joint_names:
         if set(joint_names) - set(positions):
             found("joint_names_mismatch", "no position for " + ", ".join(
-                repr(n) for n in joint_names if n not in positions))
-        state = np.array([positions.get(name, 0.0) for name in joint_names], dtype=np.float64)
+                repr(n) for n in joint_names if n not in positions) + " (dropped)")
+            return Decoded(None, list(dict.fromkeys(problems)), details)
+        state = np.array([positions[name] for name in joint_names], dtype=np.float64)
     else:
         state = np.array(msg.state.position, dtype=np.float64)
     if not np.isfinite(state).all():
-        found("non_finite_state", "joint positions not finite (read as 0)")
-        state = np.nan_to_num(state, nan=0.0, posinf=0.0, neginf=0.0)
+        found("non_finite_state", "joint positions not finite: " + ", ".join(
+            repr(name) for name, value in zip(joint_names or names, state)
+            if not np.isfinite(value)) + " (dropped)")
+        return Decoded(None, list(dict.fromkeys(problems)), details)
     instruction, problem = clean_instruction(msg.instruction) if msg.instruction else (None, "")
     if problem:
         problems.append(problem)

@@ -42,7 +42,8 @@ class InferenceParameters:
             "robot, names as given")
     joint_names: tuple[str, ...] = parameter(
         tuple(f"joint_{i}" for i in range(JOINTS)),
-        "robot joints = the first action dimensions, and the state order")
+        "robot joints = the first action dimensions, and the state order (an observation "
+        "without one of them is dropped)")
     joint_lower_limits: tuple[float, ...] = parameter(
         (-1.0,) * JOINTS, "per-joint clamp, same order as joint_names")
     joint_upper_limits: tuple[float, ...] = parameter(
@@ -172,7 +173,9 @@ class IngestParameters:
     max_age_s: float = parameter(1.0, "drop sensor messages stamped more than this in the "
                                       "past or future (frames also after their decode); "
                                       "joint states are kept this long plus max_delay_s "
-                                      "for pairing", range=(1e-3, 1e12))
+                                      "for pairing, and a joint's position from one of "
+                                      "several publishers counts this long",
+                                 range=(1e-3, 1e12))
     max_image_pixels: int = parameter(MAX_PIXELS, "larger images are refused before decoding "
                                                   "(decompression bombs)",
                                       range=(1, 2**31 - 1))

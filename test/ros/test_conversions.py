@@ -31,12 +31,25 @@ def test_a_good_observation_decodes_without_problems():
     assert observation.instruction == "fallback task"
 
 
-def test_state_follows_the_configured_joint_order_and_names_problems():
+def test_state_follows_the_configured_joint_order():
     decoded = conversions.observation_from_msg(
-        message(names=["c", "a", "x"], positions=(3.0, float("nan"), 9.0)), CAMERAS, JOINTS, "")
-    np.testing.assert_allclose(decoded.observation.state, [0.0, 0.0, 3.0])
-    assert decoded.problems == ["joint_names_mismatch", "non_finite_state"]
-    assert decoded.details["joint_names_mismatch"] == "no position for 'b'"
+        message(names=["c", "x", "a", "b"], positions=(3.0, 9.0, 1.0, 2.0)), CAMERAS, JOINTS, "")
+    np.testing.assert_allclose(decoded.observation.state, [1.0, 2.0, 3.0])
+    assert decoded.problems == []
+
+
+def test_a_state_without_a_configured_joint_or_not_finite_is_dropped_and_named():
+    missing = conversions.observation_from_msg(
+        message(names=["c", "a", "x"], positions=(3.0, 1.0, 9.0)), CAMERAS, JOINTS, "")
+    assert missing.observation is None
+    assert missing.problems == ["joint_names_mismatch"]
+    assert missing.details["joint_names_mismatch"] == "no position for 'b' (dropped)"
+    nan = conversions.observation_from_msg(
+        message(names=["c", "a", "b"], positions=(3.0, float("nan"), float("inf"))),
+        CAMERAS, JOINTS, "")
+    assert nan.observation is None
+    assert nan.problems == ["non_finite_state"]
+    assert nan.details["non_finite_state"] == "joint positions not finite: 'a', 'b' (dropped)"
     twice = conversions.observation_from_msg(
         message(names=["a", "b", "a", "c"], positions=(1.0, 2.0, 4.0, 3.0)), CAMERAS, JOINTS, "")
     np.testing.assert_allclose(twice.observation.state, [4.0, 2.0, 3.0])

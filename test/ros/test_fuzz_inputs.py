@@ -105,4 +105,5 @@ def test_any_observation_decodes_or_names_its_problems(cameras, images, names, p
     assert all(isinstance(p, str) and p for p in decoded.problems)
     if decoded.observation is not None:
         assert np.isfinite(decoded.observation.state).all()
+        assert {"joint_0", "joint_1"} <= set(names)      # never a made-up position
         assert set(decoded.observation.images) <= {"base", "left_wrist"}
