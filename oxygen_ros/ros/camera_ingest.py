@@ -4,9 +4,11 @@ Every callback is a boundary: whatever a message holds, it is converted or count
 its own kind (and logged once per burst); an unexpected exception is counted as
 internal_error with one throttled traceback, and the node goes on."""
 
+import math
 import sys
 import threading
 import time
+from collections import Counter
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -75,8 +77,9 @@ class CameraIngest(Node):
                                          "internal_error"), 0)
         self.instruction = ""
         self.camera_topics = dict(zip(names, topics))
+        self.joint_state_topic = params.joint_state_topic
         self._last_frame = dict.fromkeys(names, float("-inf"))   # monotonic receipt
-        self._reported_problems = 0
+        self._reported_problems: Counter = Counter()
         self.problems = diagnostics.BurstLogger(self.get_logger())
 
         self.publisher = self.create_publisher(Observation, params.observation_topic,
@@ -106,7 +109,7 @@ class CameraIngest(Node):
     def on_image(self, camera: str, msg, compressed: bool) -> None:
         self._last_frame[camera] = time.monotonic()
         stamp = stamp_ns(msg.header.stamp)
-        if not self._fresh(stamp):
+        if not self._fresh(stamp, self.camera_topics[camera]):
             return
         try:
             if compressed:
@@ -124,7 +127,8 @@ class CameraIngest(Node):
             if not self.use_tiny_images:
                 return
         frame = resize_rgb(rgb, self.image_size, self.resize_mode)
-        if not self._fresh(stamp):         # its decode took it past max_age_s
+        # checked again: its decode may have taken it past max_age_s
+        if not self._fresh(stamp, self.camera_topics[camera]):
             return
         with self._sync_lock:
             self.sync.add_frame(camera, stamp, frame)
@@ -132,12 +136,17 @@ class CameraIngest(Node):
 
     def on_joint_state(self, msg: JointState) -> None:
         stamp = stamp_ns(msg.header.stamp)
-        if not self._fresh(stamp):
+        if not self._fresh(stamp, self.joint_state_topic):
             return
         problem = joint_state_problem(msg)
+        if problem == "non_finite_joint_state":
+            detail = "not finite: " + ", ".join(repr(name) for name, position
+                                                in zip(msg.name, msg.position)
+                                                if not math.isfinite(position))
+        else:
+            detail = f"{len(msg.name)} names, {len(msg.position)} positions"
         if problem:
-            return self._problem(problem, f"{len(msg.name)} names, {len(msg.position)} "
-                                          "positions (dropped)")
+            return self._problem(problem, f"{self.joint_state_topic}: {detail} (dropped)")
         with self._sync_lock:
             names, positions = self.joints.merge(stamp, msg.name, msg.position)
             self.sync.add_state(stamp, JointState(header=msg.header, name=names,
@@ -148,15 +157,16 @@ class CameraIngest(Node):
         self.instruction = take_instruction(msg.data, self.instruction, self._problem,
                                             self.get_logger())
 
-    def _fresh(self, stamp: int) -> bool:
+    def _fresh(self, stamp: int, topic: str) -> bool:
         now = self.get_clock().now().nanoseconds
         if stamp < now - self.max_age_ns:
-            self.counters["stale"] += 1
-            self.problems.warn("stale", "dropping sensor messages older than max_age_s")
+            self._problem("stale", f"{topic}: stamp {(now - stamp) / NS:.3f} s old, over "
+                                   f"max_age_s {self.max_age_ns / NS:g} (dropped)")
             return False
         if stamp > now + self.max_age_ns:
-            self.counters["future"] += 1
-            self.problems.warn("future", "dropping sensor messages stamped in the future")
+            self._problem("future", f"{topic}: stamp {(stamp - now) / NS:.3f} s ahead of this "
+                                    f"node's clock, over max_age_s {self.max_age_ns / NS:g} "
+                                    "(dropped)")
             return False
         return True
 
@@ -171,7 +181,8 @@ class CameraIngest(Node):
 
     def publish_diagnostics(self) -> None:
         stats = vars(self.sync.stats) | self.counters
-        problems = sum(n for key, n in self.counters.items() if key != "conversion_errors")
+        problems = Counter({key: n for key, n in self.counters.items()
+                            if key != "conversion_errors"})    # the image kinds' total
         new_problems, self._reported_problems = problems - self._reported_problems, problems
         now = time.monotonic()
         silent = [self.camera_topics[name] for name, last in self._last_frame.items()
@@ -181,7 +192,8 @@ class CameraIngest(Node):
             level, message = diagnostics.WARN, (f"no frames for {SILENT_S:g} s on "
                                                 f"{', '.join(silent)}")
         elif new_problems:
-            level, message = diagnostics.WARN, f"dropped {new_problems} bad inputs"
+            level, message = diagnostics.WARN, ", ".join(
+                f"{n} {kind}" for kind, n in sorted(new_problems.items()))
         else:
             level, message = diagnostics.OK, "ok"
         self.diagnostics_pub.publish(diagnostics.array(

@@ -77,6 +77,7 @@ class Probe:
         self.commands, self.chunks, self.dialogue, self.memory = [], [], [], []
         self.observations, self.diagnostics, self.reports = [], {}, []
         self.by_reporter = {}     # (status name, hardware id) -> (level, message), newest
+        self.messages = {}        # status name -> every message, in the order they came
         sub = self.node.create_subscription
         sub(Float64MultiArray, topic("/oxygen/joint_command"),
             lambda m: self.commands.append((time.monotonic(), list(m.data))), qos.COMMAND)
@@ -96,6 +97,7 @@ class Probe:
                                              time.monotonic())
             self.by_reporter[(status.name, status.hardware_id)] = (status.level[0],
                                                                    status.message)
+            self.messages.setdefault(status.name, []).append(status.message)
             self.reports.append((msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec,
                                  status.name, values))
 

@@ -4,6 +4,7 @@ A hostile publisher sends every class while a good stream flows; at the end both
 are alive, nothing was an internal error, no traceback was logged, memory stayed bounded
 and a fresh request is still answered."""
 
+import re
 import struct
 import time
 import zlib
@@ -196,7 +197,13 @@ def test_camera_frames_from_the_future_are_dropped_by_ingest(graph):
         pixels = np.zeros((48, 64, 3), np.uint8)
         pubs["camera"].publish(rgb_to_image(pixels, Image, now_stamp(probe, 100), "base"))
     time.sleep(0.1)
-    check(graph, "camera_ingest", "future", send, "stamped in the future")
+    probe, _, nodes = graph
+    check(graph, "camera_ingest", "future", send, "ahead of this node's clock")
+    # the log names the topic and how far ahead; /diagnostics names the kind and how many
+    assert any(re.search(r"future: /cameras/base/image_raw: stamp 99\.\d+ s ahead", line)
+               for node in nodes for line in node.lines)
+    assert any(re.search(r"\b\d+ future\b", message)
+               for message in probe.messages["oxygen_ros: camera_ingest"])
 
 
 def compressed(probe, data: bytes, fmt="jpeg"):
@@ -256,7 +263,8 @@ def test_unpaired_nan_joint_states_are_counted_at_ingest(graph):
         msg = JointState(name=[f"joint_{i}" for i in range(6)], position=[float("nan")] * 6)
         msg.header.stamp = now_stamp(probe)
         pubs["joints"].publish(msg)
-    check(graph, "camera_ingest", "non_finite_joint_state", send, "non_finite_joint_state")
+    check(graph, "camera_ingest", "non_finite_joint_state", send,
+          "non_finite_joint_state: /joint_states: not finite: 'joint_0', 'joint_1'")
 
 
 def test_an_empty_instruction_is_ignored_and_counted(graph):
