@@ -17,9 +17,10 @@ Capacity: the engine holds max_pending_requests dialogue requests per robot (wai
 running or not yet taken in). An action goal beyond it is rejected, a topic request ends at
 once with finish_reason queue_full; both are counted (rejected_goals, rejected_requests).
 An accepted goal holds its place in the engine from acceptance until its answer ends, so
-neither goals accepted at once nor topic requests in between can take it. The action's goal, cancel and result services and its feedback queue
-hold ask_queue_depth(max_pending_requests) messages each, so that many clients asking at
-once are all answered (accepted or rejected); a finished goal's result can be asked for
+neither goals accepted at once nor topic requests in between can take it. The action's
+goal, cancel and result services and its feedback queue hold
+ask_queue_depth(max_pending_requests) messages each, so that many clients asking at once
+are all answered (accepted or rejected); a finished goal's result can be asked for
 again for RESULT_KEPT_S; the request topic holds 1000.
 
 Shutdown: wind_down() ends every open goal with finish_reason shutdown (aborted) and
@@ -172,6 +173,7 @@ class DialogueRouter:
             self._routes[self.engine.submit_dialogue(text, robot=self.robot)] = topic_id
         self.counters["dialogue_requests"] += 1
         self.node.get_logger().debug(f"dialogue request {topic_id}: {text[:60]!r}")
+        self._before_any_observation()
 
     def _on_goal(self, goal) -> GoalResponse:
         blank = not goal.question.strip()
@@ -222,6 +224,20 @@ class DialogueRouter:
             self._end(goal, "shutdown")
         else:
             self.node.wake_engine()
+            self._before_any_observation()
+
+    def _before_any_observation(self) -> None:
+        """Say why an answer does not come: no observation has arrived yet to answer about
+        (it waits for one, and ends `timeout` after request_timeout_s)."""
+        if self.engine.robot_of(self.robot).newest is None:
+            whose = f" of robot {self.robot}" if self.robot else ""
+            timeout = self.engine.config.request_timeout_s
+            self.node.get_logger().warning(
+                f"a dialogue request waits: no observation{whose} has arrived yet to answer "
+                "about (check camera_ingest and its camera topics); "
+                + (f"it ends 'timeout' after request_timeout_s ({timeout:g} s) if none comes"
+                   if timeout else "it waits until one comes (request_timeout_s 0)"),
+                throttle_duration_sec=5.0)
 
     def _end(self, goal: _Goal, reason: str) -> None:
         """The answer has ended: the goal executes now and its result is at hand."""

@@ -4,12 +4,13 @@ each accepted or rejected, the accepted all finish, and the counters add up; a g
 decoding at Ctrl-C gets its result (finish_reason shutdown, stamped with the observation it
 read) before the process exits, and stays ACCEPTED while its answer streams;
 request ids go on counting across a cleanup and configure; a goal whose acceptance cannot
-reach its client still runs, frees its place and is counted as a lost response."""
+reach its client still runs, frees its place and is counted as a lost response; a request
+before any observation says in the log why it waits, and ends timeout."""
 
 import os
 import signal
 
-from graph_helpers import Lifecycle, Probe, ask_ready, results
+from graph_helpers import Lifecycle, Probe, ask_ready, executable, results, write_params
 from lifecycle_msgs.msg import Transition
 from rclpy.action import ActionClient
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -186,4 +187,23 @@ def test_request_ids_go_on_counting_across_cleanup_and_configure(
         assert goal_ids[1] > goal_ids[0], goal_ids
     finally:
         client.destroy()
+        probe.close()
+
+
+def test_a_request_before_any_observation_says_why_it_waits_and_ends_timeout(
+        processes, tmp_path, rclpy_context):
+    params = write_params(tmp_path / "params.yaml", inference={"request_timeout_s": 2.0})
+    node = processes.start(executable("inference"), "--ros-args", "--params-file", params)
+    probe = Probe(rclpy_context)                     # no camera_ingest: no observation
+    try:
+        assert probe.spin(60.0, until=lambda: probe.requests.get_subscription_count() > 0)
+        assert probe.spin(60.0, until=lambda: "oxygen_ros: inference" in probe.diagnostics)
+        probe.requests.publish(String(data="what do you see?"))
+        assert probe.spin(60.0, until=lambda: any(c.final for c in probe.dialogue)), \
+            "".join(node.lines)[-2000:]
+        assert [c.finish_reason for c in probe.dialogue if c.final] == ["timeout"]
+        log = "".join(node.lines)
+        assert "a dialogue request waits: no observation has arrived yet" in log, log[-2000:]
+        assert "ends 'timeout' after request_timeout_s (2 s)" in log, log[-2000:]
+    finally:
         probe.close()
