@@ -246,8 +246,8 @@ class DialogueRouter:
             goal.stamp = self.node.get_clock().now().nanoseconds * 1e-9
         with self._lock:
             self._ended[_goal_id(goal.handle)] = goal
-        try:
-            goal.handle.execute()
+        try:   # this router's callback, also if a reconfigure has bound the server anew
+            goal.handle.execute(self._execute)
         except Exception:  # noqa: BLE001 - the server went away (cleanup): nobody to tell
             with self._lock:
                 self._ended.pop(_goal_id(goal.handle), None)
