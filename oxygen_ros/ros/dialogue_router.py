@@ -268,6 +268,7 @@ class DialogueRouter:
         finally:
             with self._lock:
                 self._open -= 1
+                self._cancelled_early.discard(_goal_id(goal_handle))   # cancelled as it ended
         return Ask.Result(request_id=goal.request_id, answer="".join(goal.pieces),
                           finish_reason=goal.reason,
                           observation_stamp=conversions.to_time(goal.stamp))
