@@ -222,7 +222,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
     def waiting_for_observation(self) -> int:
         """Requests that cannot attach: no observation of their robot has been seen yet."""
         waiting = tuple(self.scheduler.waiting)   # one copy: /diagnostics reads from its thread
-        return sum(r.status is Status.WAITING and self.robots[r.robot].newest is None
+        return sum(r.status is Status.WAITING and not self.robots[r.robot].observed
                    for r in waiting)
 
     def language(self, until: float) -> None:

@@ -24,6 +24,12 @@ class Robot:
     refused: str = ""                          # why admission refused it ("": served)
     times_shed: int = 0                        # by admission at run time
 
+    @property
+    def observed(self) -> bool:
+        """A frame has run on one of its observations: its requests have a prefix to attach
+        to (newest is None only while a frame replaces it)."""
+        return self.next_frame_at is not None
+
     def stop_actions(self) -> None:
         """No fresh observation: the robot's commands stopped, so its next chunk starts a
         new plan instead of continuing the abandoned one."""

@@ -229,7 +229,7 @@ class DialogueRouter:
     def _before_any_observation(self) -> None:
         """Say why an answer does not come: no observation has arrived yet to answer about
         (it waits for one, and ends `timeout` after request_timeout_s)."""
-        if self.engine.robot_of(self.robot).newest is None:
+        if not self.engine.robot_of(self.robot).observed:
             whose = f" of robot {self.robot}" if self.robot else ""
             timeout = self.engine.config.request_timeout_s
             self.node.get_logger().warning(

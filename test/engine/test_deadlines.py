@@ -201,3 +201,18 @@ def test_idle_frames_keep_running_requests_decoding_and_attach_new_ones_to_the_n
     while alone.pending_requests:
         alone.idle_step()
     assert alone_events.text_by_request()[("dialogue", 1)] == texts[("dialogue", 2)]
+
+
+def test_requests_wait_for_an_observation_only_before_the_robots_first_frame(tiny_model):
+    engine = OxygenEngine(tiny_model, config(memory_period_s=0, dialogue_max_tokens=4))
+    engine.submit_dialogue("before any frame")
+    engine.drain()
+    assert not engine.robot.observed and engine.waiting_for_observation == 1
+    engine.step(stream(1)[0])
+    assert engine.robot.observed and engine.waiting_for_observation == 0
+    # a frame replaces the newest prefix: a request arriving meanwhile waits for the
+    # frame's end, not for an observation
+    engine.release_newest()
+    engine.submit_dialogue("during a frame")
+    engine.drain()
+    assert engine.robot.newest is None and engine.waiting_for_observation == 0
