@@ -102,9 +102,9 @@ class CameraIngest(Node):
         self.get_logger().info(f"cameras {dict(zip(names, topics))} -> "
                                f"{params.observation_topic} at {self.image_size}px")
 
-    def _problem(self, kind: str, detail: str) -> None:
+    def _problem(self, kind: str, detail: str, source: str = "") -> None:
         self.counters[kind] += 1
-        self.problems.warn(kind, detail)
+        self.problems.warn(kind, detail, source)
 
     def on_image(self, camera: str, msg, compressed: bool) -> None:
         self._last_frame[camera] = time.monotonic()
@@ -118,12 +118,12 @@ class CameraIngest(Node):
                 rgb = image_to_rgb(msg, self.max_pixels)
         except ImageConversionError as error:
             self.counters["conversion_errors"] += 1
-            return self._problem(error.kind, f"camera {camera}: {error}")
+            return self._problem(error.kind, f"camera {camera}: {error}", camera)
         if max(rgb.shape[:2]) * 4 < self.image_size:
             self.counters["tiny_image"] += 1
             self.problems.warn("tiny_image", f"camera {camera}: {rgb.shape[1]}x{rgb.shape[0]} "
                                f"for a {self.image_size} px model "
-                               f"({'used' if self.use_tiny_images else 'dropped'})")
+                               f"({'used' if self.use_tiny_images else 'dropped'})", camera)
             if not self.use_tiny_images:
                 return
         frame = resize_rgb(rgb, self.image_size, self.resize_mode)
@@ -161,12 +161,12 @@ class CameraIngest(Node):
         now = self.get_clock().now().nanoseconds
         if stamp < now - self.max_age_ns:
             self._problem("stale", f"{topic}: stamp {(now - stamp) / NS:.3f} s old, over "
-                                   f"max_age_s {self.max_age_ns / NS:g} (dropped)")
+                                   f"max_age_s {self.max_age_ns / NS:g} (dropped)", topic)
             return False
         if stamp > now + self.max_age_ns:
             self._problem("future", f"{topic}: stamp {(stamp - now) / NS:.3f} s ahead of this "
                                     f"node's clock, over max_age_s {self.max_age_ns / NS:g} "
-                                    "(dropped)")
+                                    "(dropped)", topic)
             return False
         return True
 

@@ -40,16 +40,17 @@ def guarded(node, callback):
 
 
 class BurstLogger:
-    """Logs each kind of problem once per burst: after a message, that kind stays quiet
-    for quiet_s seconds (the counters in /diagnostics keep the full count)."""
+    """Logs each kind of problem once per burst and source (a topic, a camera): after a
+    message, that kind from that source stays quiet for quiet_s seconds (the counters in
+    /diagnostics keep the full count)."""
 
     def __init__(self, logger, quiet_s: float = 5.0):
         self.logger, self.quiet_s = logger, quiet_s
-        self._last: dict[str, float] = {}
+        self._last: dict[tuple[str, str], float] = {}
 
-    def warn(self, kind: str, text: str) -> None:
+    def warn(self, kind: str, text: str, source: str = "") -> None:
         now = time.monotonic()
-        if now - self._last.get(kind, -self.quiet_s) >= self.quiet_s:
-            self._last[kind] = now
+        if now - self._last.get((kind, source), -self.quiet_s) >= self.quiet_s:
+            self._last[(kind, source)] = now
             self.logger.warning(f"{kind}: {text} (counted in /diagnostics; quiet for "
                              f"{self.quiet_s:.0f} s)")
