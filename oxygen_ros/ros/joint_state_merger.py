@@ -16,19 +16,24 @@ class JointStateMerger:
     def __init__(self, max_age_ns: int):
         self.max_age_ns = max_age_ns
         self._latest: OrderedDict[str, tuple[int, float]] = OrderedDict()  # oldest first
+        self._order: dict[str, None] = {}       # names in the order first seen
 
     def merge(self, stamp_ns: int, names, positions) -> tuple[list[str], list[float]]:
         """This message's joints and every other joint's newest position within max_age_ns
-        before its stamp (the message's own positions win)."""
+        before its stamp (the message's own positions win), in the order the names were
+        first seen: one layout, whichever part came last."""
         latest = self._latest
         for name, position in zip(names, positions):
             if name not in latest or latest[name][0] <= stamp_ns:
                 latest[name] = (stamp_ns, position)
                 latest.move_to_end(name)
+                self._order.setdefault(name)
         while latest and (len(latest) > MAX_JOINTS
                           or next(iter(latest.values()))[0] < stamp_ns - self.max_age_ns):
-            latest.popitem(last=False)
+            del self._order[latest.popitem(last=False)[0]]
         merged = {name: position for name, (stamp, position) in latest.items()
                   if stamp >= stamp_ns - self.max_age_ns}
         merged.update(zip(names, positions))
-        return list(merged), list(merged.values())
+        ordered = [name for name in self._order if name in merged]
+        ordered += [name for name in merged if name not in self._order]   # a late part's
+        return ordered, [merged[name] for name in ordered]

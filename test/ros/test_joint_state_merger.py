@@ -10,8 +10,11 @@ def test_parts_from_two_drivers_merge_into_one_state():
     assert merger.merge(0, ["a", "b"], [1.0, 2.0]) == (["a", "b"], [1.0, 2.0])
     names, positions = merger.merge(5 * MS, ["gripper"], [0.5])
     assert dict(zip(names, positions)) == {"a": 1.0, "b": 2.0, "gripper": 0.5}
-    names, positions = merger.merge(10 * MS, ["a", "b"], [1.5, 2.5])
-    assert dict(zip(names, positions)) == {"a": 1.5, "b": 2.5, "gripper": 0.5}
+    # one layout, the order the names were first seen, whichever part came last
+    assert merger.merge(10 * MS, ["b", "a"], [2.5, 1.5]) == (["a", "b", "gripper"],
+                                                              [1.5, 2.5, 0.5])
+    assert merger.merge(15 * MS, ["gripper"], [0.6]) == (["a", "b", "gripper"],
+                                                         [1.5, 2.5, 0.6])
 
 
 def test_a_part_older_than_max_age_is_left_out():
