@@ -141,11 +141,15 @@ class DialogueRouter:
 
     def wind_down(self) -> int:
         """Shutting down: new goals are rejected, open ones end (finish_reason shutdown);
-        how many ended (counting those accepted but not yet executing)."""
+        how many ended (counting those accepted but not yet taken in)."""
         with self._lock:
             self._closing = True
             held = self._held
-        return self.abandon_all() + held
+        ended = self.abandon_all() + held
+        if ended:
+            self.node.get_logger().info(f"shutting down: {ended} open Ask goal(s) end with "
+                                        "finish_reason shutdown")
+        return ended
 
     def winding_down(self) -> bool:
         """Some goal's result is not yet handed to the action server."""

@@ -146,6 +146,7 @@ def test_a_goal_decoding_at_ctrl_c_gets_its_result_with_finish_reason_shutdown(
             position = found + len(piece.feedback.text)
         output = processes.finish(node, timeout=30)
         assert node.returncode == 0 and "Traceback" not in output, output[-2000:]
+        assert "shutting down: 1 open Ask goal(s) end with finish_reason shutdown" in output
     finally:
         client.destroy()
         probe.close()
