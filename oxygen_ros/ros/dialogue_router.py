@@ -8,8 +8,8 @@ that asked. Two ways in:
   its finish reason; cancelling ends the answer at once and frees its KV pages. A goal
   stays ACCEPTED while its answer streams and executes when the answer has ended, its
   result at hand: rclpy's executor polls every waiting execute coroutine whenever anything
-  wakes it, so 64 goals awaiting their answers kept a core busy and the action path (p95
-  67 ms) took 0.5-2.5 s.
+  wakes it, so 64 goals awaiting their answers starved the engine thread (docs/requests.md,
+  tools/ask_flood.py).
 
 One router per robot (its topic and Ask action; the requests are about its observations).
 
