@@ -20,7 +20,6 @@ from oxygen_ros.engine.parameters import build
 from oxygen_ros.msg import Observation
 from oxygen_ros.ros import diagnostics, qos, ros_parameters
 from oxygen_ros.ros.conversions import joint_state_problem, take_instruction
-from oxygen_ros.ros.joint_state_merger import JointStateMerger
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.frame_sync import FrameSynchronizer
@@ -31,6 +30,7 @@ from oxygen_ros.ros.image_conversion import (
     image_to_rgb,
     rgb_to_image,
 )
+from oxygen_ros.ros.joint_state_merger import JointStateMerger
 from oxygen_ros.ros.node_parameters import IngestParameters, ingest_specs
 from oxygen_ros.ros.run_node import run_node
 
