@@ -139,13 +139,12 @@ class CameraIngest(Node):
         if not self._fresh(stamp, self.joint_state_topic):
             return
         problem = joint_state_problem(msg)
-        if problem == "non_finite_joint_state":
-            detail = "not finite: " + ", ".join(repr(name) for name, position
-                                                in zip(msg.name, msg.position)
-                                                if not math.isfinite(position))
-        else:
-            detail = f"{len(msg.name)} names, {len(msg.position)} positions"
         if problem:
+            detail = ("not finite: " + ", ".join(repr(name) for name, position
+                                                 in zip(msg.name, msg.position)
+                                                 if not math.isfinite(position))
+                      if problem == "non_finite_joint_state"
+                      else f"{len(msg.name)} names, {len(msg.position)} positions")
             return self._problem(problem, f"{self.joint_state_topic}: {detail} (dropped)")
         with self._sync_lock:
             names, positions = self.joints.merge(stamp, msg.name, msg.position)

@@ -80,6 +80,9 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
         problems.append(kind)
         details.setdefault(kind, detail)
 
+    def decoded(observation: Optional[Observation]) -> Decoded:
+        return Decoded(observation, list(dict.fromkeys(problems)), details)   # each kind once
+
     if len(msg.images) != len(msg.camera_names):
         return Decoded(None, ["malformed_observation"], {"malformed_observation": (
             f"{len(msg.images)} images for {len(msg.camera_names)} camera names")})
@@ -102,7 +105,7 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
                                       f"{image_size}x{image_size}")
     if not images:
         found("no_usable_camera", "no image usable")
-        return Decoded(None, list(dict.fromkeys(problems)), details)
+        return decoded(None)
     if len(images) < len(camera_names):
         found("missing_camera", "no image from "
               + ", ".join(repr(n) for n in camera_names if n not in images))
@@ -117,7 +120,7 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
         if set(joint_names) - set(positions):
             found("joint_names_mismatch", "no position for " + ", ".join(
                 repr(n) for n in joint_names if n not in positions) + " (dropped)")
-            return Decoded(None, list(dict.fromkeys(problems)), details)
+            return decoded(None)
         state = np.array([positions[name] for name in joint_names], dtype=np.float64)
     else:
         state = np.array(msg.state.position, dtype=np.float64)
@@ -125,13 +128,12 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
         found("non_finite_state", "joint positions not finite: " + ", ".join(
             repr(name) for name, value in zip(joint_names or names, state)
             if not np.isfinite(value)) + " (dropped)")
-        return Decoded(None, list(dict.fromkeys(problems)), details)
+        return decoded(None)
     instruction, problem = clean_instruction(msg.instruction) if msg.instruction else (None, "")
     if problem:
         problems.append(problem)
     instruction = instruction or fallback_instruction
-    return Decoded(Observation(images, state, instruction, to_seconds(msg.header.stamp)),
-                   list(dict.fromkeys(problems)), details)   # each kind once per message
+    return decoded(Observation(images, state, instruction, to_seconds(msg.header.stamp)))
 
 
 def action_chunk_msg(frame_id: int, stamp: float, actions: np.ndarray, dt: float,
