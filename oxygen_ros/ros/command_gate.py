@@ -1,5 +1,7 @@
-"""The control tick's logic: watchdog, NaN guard, clamps, held steps, hold-last (no ROS)."""
+"""The control tick's logic: watchdog, NaN guard, clamps, held steps, hold-last; and which
+chunks a stopped robot may no longer play (no ROS)."""
 
+import math
 from dataclasses import dataclass
 from typing import Callable, MutableMapping, Optional
 
@@ -64,3 +66,32 @@ class CommandGate:
         self.counters["clamped_values"] += int((clamped != command).sum())
         self.last_command = clamped
         return Tick(clamped, resumed=resumed)
+
+
+class StopMark:
+    """When the watchdog last stopped the actions, as the receipt time of the newest
+    observation then. A chunk computed from that observation or an older one (a frame still
+    running at the stop) is outdated: the stopped robot resumes on a chunk from a fresh
+    observation, not on the plan it was stopped in."""
+
+    def __init__(self, watchdog_s: float):
+        self.watchdog_s = watchdog_s
+        self.newest: Optional[float] = None   # receipt time of the newest observation
+        self.after = -math.inf
+
+    def observation(self, arrival: float) -> None:
+        """An observation reached the node at `arrival`: a longer gap than the watchdog's
+        before it was a stop."""
+        if self.newest is not None and arrival - self.newest > self.watchdog_s:
+            self.after = self.newest
+        self.newest = arrival
+
+    def stop(self) -> None:
+        """The watchdog stops the actions now."""
+        if self.newest is not None:
+            self.after = self.newest
+
+    def outdated(self, observed: float) -> bool:
+        """A chunk from the observation received at `observed` (NaN: unknown, not
+        outdated) was computed before the last stop."""
+        return observed <= self.after

@@ -26,7 +26,7 @@ from std_msgs.msg import Float64MultiArray
 
 from oxygen_ros.engine.action_stream import ActionStream
 from oxygen_ros.ros import control_link, qos
-from oxygen_ros.ros.command_gate import CommandGate
+from oxygen_ros.ros.command_gate import CommandGate, StopMark
 from oxygen_ros.ros.control_loop import ControlLoop, real_time_scheduling
 
 STATUS_EVERY = 5        # ticks between status reports to the node
@@ -34,15 +34,16 @@ TIMES_KEPT = 500        # while the node does not read: as many as it keeps itse
 
 
 class ControlProcess:
-    def __init__(self, node: Node, link: socket.socket, args):
+    def __init__(self, node: Node, link: socket.socket, args, monotonic=time.monotonic):
         self.link, self.clock, self.logger = link, node.get_clock(), node.get_logger()
+        self.monotonic = monotonic
         self.publish = not args.dry_run
         self.publisher = node.create_publisher(Float64MultiArray, args.topic, qos.COMMAND)
         self.counters: Counter = Counter()
         self.gate = CommandGate(args.lower, args.upper, args.watchdog, args.hold, self.counters)
         self.stream = ActionStream(args.blend)
         self.active = False
-        self.arrival = None          # monotonic time the newest observation reached the node
+        self.stops = StopMark(args.watchdog)   # newest: when the newest observation arrived
         self._reported: Counter = Counter()
         self._times: deque = deque(maxlen=TIMES_KEPT)   # command times not yet reported
         self.ticks = 0
@@ -51,10 +52,13 @@ class ControlProcess:
     def take(self, message: bytes) -> None:
         kind, fields = control_link.decode(message)
         if kind == control_link.PLAN:
-            actions, stamp, dt, now = fields
+            actions, stamp, dt, now, observed = fields
+            if self.stops.outdated(observed):
+                self.counters["chunk_after_stop"] += 1
+                return
             self.stream.push(actions, stamp, dt, now)
         elif kind == control_link.OBSERVED:
-            self.arrival = fields[0]
+            self.stops.observation(fields[0])
         elif kind == control_link.STATE:
             self.active = fields[0]
             self.gate.restart()
@@ -68,11 +72,13 @@ class ControlProcess:
             self._report()
 
     def _command(self) -> None:
-        age = None if self.arrival is None else time.monotonic() - self.arrival
+        newest = self.stops.newest
+        age = None if newest is None else self.monotonic() - newest
         tick = self.gate.tick(
             age, lambda: self.stream.action_at(self.clock.now().nanoseconds * 1e-9))
         if tick.tripped:
             self.stream.clear()
+            self.stops.stop()
             self.logger.error(f"no fresh observation for {age or float('inf'):.3f} s: "
                          "watchdog stops new actions")
         if tick.resumed:
@@ -81,7 +87,7 @@ class ControlProcess:
             self.counters["non_finite_command"] += 1
             self.logger.warning("non_finite_command: command skipped", throttle_duration_sec=5.0)
         if tick.command is not None:
-            self._times.append(time.monotonic())
+            self._times.append(self.monotonic())
             self.counters["commands"] += 1
             if self.publish:
                 self.publisher.publish(Float64MultiArray(data=tick.command.tolist()))
@@ -91,7 +97,7 @@ class ControlProcess:
                       for name in control_link.COUNTERS]
         try:
             self.link.send(control_link.status_message(increments, self.gate.stale,
-                                                        time.monotonic(), self._times))
+                                                        self.monotonic(), self._times))
         except OSError:   # the node is not reading (or gone): reported with the next one
             return
         self._reported.update(dict(zip(control_link.COUNTERS, increments)))

@@ -9,6 +9,7 @@ one port named "", its names as the parameters give them."""
 
 import dataclasses
 import itertools
+import math
 import time
 from collections import Counter, OrderedDict, deque
 from typing import Optional
@@ -20,7 +21,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
 from oxygen_ros.ros import control_link, conversions, diagnostics, inference_health, qos
-from oxygen_ros.ros.command_gate import CommandGate
+from oxygen_ros.ros.command_gate import CommandGate, StopMark
 from oxygen_ros.ros.control_link import ControlSettings
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.dialogue_router import DialogueRouter
@@ -70,7 +71,8 @@ class RobotPort:
         self.image_size = node.image_size
         # (Observation stamped on the engine clock, receipt monotonic time, ROS stamp)
         self.latest: Optional[tuple] = None
-        self._ros_stamps: OrderedDict = OrderedDict()        # engine stamp -> ROS stamp
+        self.stops = StopMark(self.watchdog_s)
+        self._ros_stamps: OrderedDict = OrderedDict()   # engine stamp -> (ROS stamp, receipt)
         self._frame_ros_stamps: OrderedDict = OrderedDict()  # frame id -> that ROS stamp
         self.chunk_latencies: deque = deque(maxlen=50)
         self.command_times: deque = deque(maxlen=500)
@@ -158,7 +160,8 @@ class RobotPort:
         observation = dataclasses.replace(decoded.observation, stamp=engine_stamp,
                                           robot=self.name)
         arrival = time.monotonic()
-        self._ros_stamps[engine_stamp] = stamp
+        self.stops.observation(arrival)
+        self._ros_stamps[engine_stamp] = (stamp, arrival)
         while len(self._ros_stamps) > OBSERVATIONS_KEPT:
             self._ros_stamps.popitem(last=False)
         self.latest = (observation, arrival, stamp)
@@ -185,7 +188,7 @@ class RobotPort:
     def on_chunk(self, chunk, active: bool, dry_run: bool) -> None:
         self.chunk_latencies.append(chunk.latency_s)
         self.frame_starts.append(self.engine.clock.now() - chunk.latency_s)
-        stamp = self._ros_stamps.get(chunk.stamp)
+        stamp, arrival = self._ros_stamps.get(chunk.stamp, (None, math.nan))
         if stamp is None:    # its observation is long gone: the engine clock's offset
             stamp = chunk.stamp + (self.node.get_clock().now().nanoseconds * 1e-9
                                    - self.engine.clock.now())
@@ -199,9 +202,18 @@ class RobotPort:
                                "force needed its successor")
         if not np.isfinite(chunk.actions).all():     # the engine keeps the plan in force too
             return self.bad_input("non_finite_chunk", f"frame {chunk.frame_id} dropped")
+        if self.fresh_observation() is None:
+            self.stops.stop()
+        if self.stops.outdated(arrival):
+            self.robot.stop_actions()     # the next chunk starts a plan of its own
+            self.counters["chunk_after_stop"] += 1
+            self.node.get_logger().info(
+                f"{self.label()}chunk {chunk.frame_id} was computed before the watchdog stopped "
+                "the actions: not published (they resume on a fresh observation)")
+            return
         actions = chunk.actions[:, :len(self.joint_names)]
         now = self.node.get_clock().now().nanoseconds * 1e-9
-        self.control.send(control_link.plan_message(actions, stamp, self.action_dt, now))
+        self.control.send(control_link.plan_message(actions, stamp, self.action_dt, now, arrival))
         self.chunk_pub.publish(conversions.action_chunk_msg(
             chunk.frame_id, stamp, chunk.actions, self.action_dt, self.joint_names))
         if active and not dry_run:

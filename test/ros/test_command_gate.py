@@ -1,11 +1,12 @@
 """The control tick's logic without ROS: the watchdog trips once and resumes, a command is
-clamped and counted, NaN is skipped, held steps are counted, hold repeats the last command."""
+clamped and counted, NaN is skipped, held steps are counted, hold repeats the last command;
+a chunk from before a stop is outdated."""
 
 from collections import Counter
 
 import numpy as np
 
-from oxygen_ros.ros.command_gate import CommandGate
+from oxygen_ros.ros.command_gate import CommandGate, StopMark
 
 WATCHDOG_S = 0.1
 
@@ -76,3 +77,19 @@ def test_steps_past_the_chunks_end_are_counted_as_held():
 def test_clip_clamps_a_whole_chunk_per_joint():
     np.testing.assert_array_equal(gate().clip(np.array([[2.0, -2.0], [0.3, 0.4]])),
                                   [[1.0, -1.0], [0.3, 0.4]])
+
+
+def test_a_chunk_from_before_a_stop_is_outdated_and_one_from_after_it_is_not():
+    marks = StopMark(WATCHDOG_S)
+    assert not marks.outdated(1.0)                  # no stop yet
+    marks.stop()                                    # no observation yet: nothing to mark
+    assert not marks.outdated(1.0)
+    for arrival in (1.0, 1.05, 1.1):                # gaps within the watchdog
+        marks.observation(arrival)
+    assert not marks.outdated(1.0) and not marks.outdated(1.1)
+    marks.stop()                                    # the watchdog trips on 1.1
+    assert marks.outdated(1.0) and marks.outdated(1.1)
+    marks.observation(1.5)
+    assert not marks.outdated(1.5) and not marks.outdated(float("nan"))   # nan: unknown
+    marks.observation(1.5 + WATCHDOG_S + 0.01)      # a gap longer than the watchdog: a stop
+    assert marks.outdated(1.5) and not marks.outdated(1.5 + WATCHDOG_S + 0.01)

@@ -7,15 +7,15 @@ from oxygen_ros.ros import control_link
 
 def test_messages_decode_to_what_was_sent():
     actions = np.arange(12, dtype=np.float64).reshape(4, 3)
-    kind, (decoded, stamp, dt, now) = control_link.decode(
-        control_link.plan_message(actions, 10.5, 0.02, 10.6))
-    assert kind == control_link.PLAN and (stamp, dt, now) == (10.5, 0.02, 10.6)
+    kind, (decoded, stamp, dt, now, observed) = control_link.decode(
+        control_link.plan_message(actions, 10.5, 0.02, 10.6, 3.0))
+    assert kind == control_link.PLAN and (stamp, dt, now, observed) == (10.5, 0.02, 10.6, 3.0)
     np.testing.assert_array_equal(decoded, actions)
     assert control_link.decode(control_link.observed_message(3.25)) == (control_link.OBSERVED,
                                                                          (3.25,))
     assert control_link.decode(control_link.state_message(False)) == (control_link.STATE,
                                                                       (False,))
     kind, (increments, stale, sent_at, times) = control_link.decode(
-        control_link.status_message([5, 1, 0, 2, 0], True, 7.0, [6.9, 6.92]))
-    assert increments == dict(zip(control_link.COUNTERS, [5, 1, 0, 2, 0]))
+        control_link.status_message([5, 1, 0, 2, 0, 1], True, 7.0, [6.9, 6.92]))
+    assert increments == dict(zip(control_link.COUNTERS, [5, 1, 0, 2, 0, 1]))
     assert (kind, stale, sent_at, times) == (control_link.STATUS, True, 7.0, (6.9, 6.92))

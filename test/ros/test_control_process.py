@@ -1,0 +1,84 @@
+"""The control process's handling of the node's messages, in-process on a real rclpy node
+and a socketpair, its monotonic clock driven by the test: a chunk that a frame finishes
+after the watchdog stopped the actions is not played when observations come back."""
+
+import socket
+
+import numpy as np
+import rclpy
+from rclpy.node import Node
+
+from oxygen_ros.ros import control_link
+from oxygen_ros.ros.control_process import ControlProcess, parse
+
+WATCHDOG_S = 0.5
+
+
+def start(rclpy_context, hold=False):
+    node = Node("control_under_test", context=rclpy_context)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    clock = [100.0]
+    args = parse(["--fd", str(theirs.fileno()), "--topic", "/test_commands", "--rate", "50",
+                  "--watchdog", str(WATCHDOG_S), "--lower", "-9", "-9", "--upper", "9", "9",
+                  "--dry-run"] + (["--hold"] if hold else []))
+    control = ControlProcess(node, theirs, args, monotonic=lambda: clock[0])
+    control.take(control_link.state_message(True))
+    return node, control, clock, (ours, theirs)
+
+
+def plan(node, value, observed):
+    now = node.get_clock().now().nanoseconds * 1e-9
+    return control_link.plan_message(np.full((50, 2), value), now, 0.02, now, observed)
+
+
+def commanded(control):
+    before = control.counters["commands"]
+    control._command()
+    if control.counters["commands"] == before:
+        return None
+    return control.stream.action_at(control.clock.now().nanoseconds * 1e-9)[0][0]
+
+
+def test_a_chunk_finished_after_the_stop_is_not_played_when_observations_return(
+        rclpy_context):
+    node, control, clock, sockets = start(rclpy_context)
+    try:
+        control.take(control_link.observed_message(100.0))
+        control.take(plan(node, 1.0, observed=100.0))
+        assert commanded(control) == 1.0
+        clock[0] = 100.0 + WATCHDOG_S + 0.02            # the camera went quiet: a stop
+        assert commanded(control) is None and control.counters["watchdog_trips"] == 1
+        control.take(plan(node, 2.0, observed=100.0))   # the frame that ran on 100.0 ends
+        assert control.counters["chunk_after_stop"] == 1
+        control.take(control_link.observed_message(101.0))
+        clock[0] = 101.0
+        assert commanded(control) is None            # back, but no plan from before the stop
+        assert control.stream.plan is None
+        control.take(plan(node, 3.0, observed=101.0))   # the first chunk of a fresh one
+        assert commanded(control) == 3.0
+        assert control.counters["chunk_after_stop"] == 1
+    finally:
+        node.destroy_node()
+        for end in sockets:
+            end.close()
+
+
+def test_with_hold_the_last_command_is_held_until_a_fresh_chunk_comes(rclpy_context):
+    node, control, clock, sockets = start(rclpy_context, hold=True)
+    try:
+        control.take(control_link.observed_message(100.0))
+        control.take(plan(node, 1.0, observed=100.0))
+        assert commanded(control) == 1.0
+        clock[0] = 100.0 + WATCHDOG_S + 0.02
+        control._command()
+        control.take(plan(node, 2.0, observed=100.0))
+        control.take(control_link.observed_message(101.0))
+        clock[0] = 101.0
+        held = control.counters["held_commands"]
+        control._command()
+        assert control.gate.last_command.tolist() == [1.0, 1.0]    # not the late chunk's 2.0
+        assert control.counters["held_commands"] == held + 1
+    finally:
+        node.destroy_node()
+        for end in sockets:
+            end.close()
