@@ -306,18 +306,22 @@ def starts_inference(arguments: Mapping[str, str]) -> bool:
 
 
 def topic_overrides(arguments: Mapping[str, str], config: Path, node: str) -> dict:
-    """The node's topic parameters that differ from its YAML: each under the robot's
-    namespace (namespace:=), and those a launch argument names (joint_states_topic,
-    command_topic, trajectory_topic), as given."""
+    """The node's topic parameters that differ from its YAML: each absolute one under the
+    robot's namespace (namespace:=; a relative one is there already, the node being in that
+    namespace), and those a launch argument names (joint_states_topic, command_topic,
+    trajectory_topic), as given."""
     namespace = robot_namespace(arguments)
     overrides = {}
     if namespace:
         section, defaults = node_section(config, node), NODE_SPECS[node]()
+
+        def placed(topic: str) -> str:
+            return robot_topic(namespace, topic) if topic.startswith("/") else topic
+
         for name in ROBOT_TOPICS[node]:
             value = section.get(name, defaults[name].default)
-            overrides[name] = ([robot_topic(namespace, v) for v in value]
-                               if isinstance(value, (list, tuple))
-                               else robot_topic(namespace, value))
+            overrides[name] = ([placed(v) for v in value] if isinstance(value, (list, tuple))
+                               else placed(value))
     for argument, (owner, name) in TOPIC_ARGUMENTS.items():
         if owner == node and arguments.get(argument, ""):
             overrides[name] = arguments[argument]

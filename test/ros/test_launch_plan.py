@@ -281,6 +281,30 @@ def test_a_named_robot_has_every_topic_under_its_namespace_where_a_fleet_server_
                                        "camera_ingest") == {"joint_state_topic": "/js"}
 
 
+def test_a_relative_topic_of_a_named_robot_resolves_where_the_fleet_server_looks(
+        tmp_path, rclpy_context):
+    from rclpy.node import Node
+
+    from oxygen_ros.ros.robot_topics import robot_topic
+
+    config = tmp_path / "relative.yaml"
+    config.write_text("inference:\n  ros__parameters:\n    observation_topic: oxygen/obs\n"
+                      "camera_ingest:\n  ros__parameters:\n    observation_topic: oxygen/obs\n"
+                      "    camera_topics: [cameras/base/image_raw, /cameras/wrist/image_raw]\n")
+    ingest = launch_plan.topic_overrides({"namespace": "alpha"}, config, "camera_ingest")
+    assert ingest["camera_topics"] == ["cameras/base/image_raw", "/alpha/cameras/wrist/image_raw"]
+    robot = Node("camera_ingest", namespace="alpha", context=rclpy_context)
+    server = Node("inference", context=rclpy_context)
+    try:
+        assert robot.resolve_topic_name(ingest["observation_topic"]) == "/alpha/oxygen/obs"
+        assert server.resolve_topic_name(robot_topic("alpha", "oxygen/obs")) == "/alpha/oxygen/obs"
+        assert [robot.resolve_topic_name(t) for t in ingest["camera_topics"]] == [
+            "/alpha/cameras/base/image_raw", "/alpha/cameras/wrist/image_raw"]
+    finally:
+        robot.destroy_node()
+        server.destroy_node()
+
+
 def test_a_section_under_the_started_nodes_name_wins_and_one_no_node_reads_is_warned_of(
         tmp_path, capsys):
     config = tmp_path / "robots.yaml"
