@@ -59,8 +59,8 @@ class EngineConfig:
              "but chunks that lag the task more (docs/rtc.md)",
         range=(0.0, 1e6))
     deadline_margin_s: float = parameter(
-        0.02, "a successor chunk is due this long before the plan in force runs out (on top "
-              "of blend_s)", range=(0.0, 60.0))
+        0.02, "a successor chunk is due this long before the plan in force runs out (with "
+              "chunk_switch crossfade: on top of blend_s)", range=(0.0, 60.0))
     language_floor: float = parameter(0.1, "share of frame_period_s language always gets "
                                            "after a chunk", range=(0.0, 1.0))
     # -- requests
