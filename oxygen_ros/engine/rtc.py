@@ -11,7 +11,8 @@ weight that is large early in denoising and clipped at `max_guidance_weight`.
 Names, time convention (t runs from 1 = noise to 0 = actions; x̂₁ = x_t - t·v), schedules,
 guidance weight, the capping of the delay by the horizon and of the horizon by the length
 of the previous chunk, and its zero-padding follow lerobot 0.6.1 (`policies/rtc`), so the
-same weights, noise and previous chunk give the same chunk. Two guidance variants:
+same weights, noise and previous chunk give the same chunk — except where the steps that
+run meanwhile outlast the previous chunk or the horizon (guide()). Two guidance variants:
 
 - ``vjp``: the paper's. The correction is the weighted error pulled back through the
   denoiser, err·∂x̂₁/∂x_t = err - t·Jᵥᵀerr: one vector-Jacobian product through the action
@@ -78,7 +79,9 @@ def guide(rows: Sequence[Optional[tuple[torch.Tensor, int]]], like: torch.Tensor
     """The Guide for chunks shaped `like` [B, H, A]: row i continues rows[i] = (leftover
     [T', A'] indexed from the new chunk's step 0, inference_delay), or None. The steps
     frozen by the delay stay frozen whatever the horizon (lerobot caps the delay by the
-    horizon instead, leaving the later ones unguided)."""
+    horizon instead, leaving the later ones unguided), and whatever the leftover's length:
+    those past its end are frozen to its last step, which the robot holds until the
+    takeover (lerobot leaves them unguided)."""
     batch, horizon, dims = like.shape
     goal = torch.zeros(batch, horizon, dims)
     weights = torch.zeros(batch, horizon, 1)
@@ -86,6 +89,9 @@ def guide(rows: Sequence[Optional[tuple[torch.Tensor, int]]], like: torch.Tensor
         if guided is None:
             continue
         previous, delay = guided
+        held = min(delay, horizon) - previous.shape[0]
+        if held > 0:   # the plan ends before the takeover: the stream holds its last step
+            previous = torch.cat([previous, previous[-1:].expand(held, -1)])
         length, width = min(previous.shape[0], horizon), min(previous.shape[1], dims)
         goal[row, :length, :width] = previous[:length, :width].float()
         end = min(max(settings.execution_horizon, delay), previous.shape[0])

@@ -181,6 +181,22 @@ def test_frozen_steps_follow_the_plan_in_force_ten_times_closer(long_model, make
     assert rtc_gap * 10 <= plain_gap, (rtc_gap, plain_gap)
 
 
+def test_steps_frozen_past_the_plans_end_follow_its_last_step_which_the_robot_holds():
+    previous = torch.arange(12, dtype=torch.float32).reshape(3, 4)   # 3 steps left
+    like = torch.zeros(1, 10, 4)
+    for schedule in ("linear", "exp", "ones", "zeros"):
+        settings = rtc.RTCSettings(execution_horizon=8, prefix_attention_schedule=schedule)
+        guidance = rtc.guide([(previous, 6)], like, settings)      # 6 steps run meanwhile
+        assert guidance.weights[0, :6, 0].tolist() == [1.0] * 6, schedule
+        assert guidance.weights[0, 6:, 0].tolist() == [0.0] * 4, schedule
+        torch.testing.assert_close(guidance.goal[0, :3], previous)
+        torch.testing.assert_close(guidance.goal[0, 3:6], previous[-1:].expand(3, 4))
+    # within the leftover nothing changes: frozen, then the decay up to the horizon
+    guidance = rtc.guide([(previous, 2)], like, rtc.RTCSettings(execution_horizon=8))
+    assert guidance.weights[0, :2, 0].tolist() == [1.0, 1.0]
+    assert guidance.weights[0, 3:, 0].tolist() == [0.0] * 7
+
+
 def test_the_plan_is_reindexed_to_the_new_chunk_as_the_action_stream_plays_it(long_model):
     task = _task(long_model)
     actions = torch.randn(32, long_model.config.action_dim)
