@@ -27,6 +27,8 @@ COUNTERS = ("commands", "held_commands", "clamped_values", "watchdog_trips",
             "non_finite_command", "chunk_after_stop")
 _PLAN = struct.Struct("<ddddII")          # stamp, dt, now, observed, steps, joints
 _STATUS = struct.Struct(f"<{len(COUNTERS)}q?dI")  # increments, stale, sent at, command times
+TIMES_KEPT = 2000      # command times: two seconds at the highest control_rate_hz
+STATUS_EVERY = 5       # control ticks between status reports to the node
 MAX_MESSAGE = 1 << 20
 READY_S = 30.0          # the control process's start (it imports rclpy)
 
@@ -170,6 +172,12 @@ class ControlLink:
     def running(self) -> bool:
         return self.process.poll() is None
 
+    def silent(self) -> Optional[float]:
+        """Seconds since the control process last reported, once that is overdue (a tick
+        that hangs); None while it reports."""
+        silence = time.monotonic() - self.reported_at
+        return silence if silence > report_overdue(self.settings.rate_hz) else None
+
     def close(self, timeout_s: float = 5.0) -> Optional[int]:
         """End the control process (its socket closes: it stops at once); its exit code.
         Sends after this are lost (counted), not errors."""
@@ -180,6 +188,12 @@ class ControlLink:
             self.process.kill()
             return self.process.wait()
 
+
+
+def report_overdue(rate_hz: float) -> float:
+    """How long without a status report means the control process hangs: four reports'
+    time, at least a second."""
+    return max(1.0, 4 * STATUS_EVERY / rate_hz)
 
 
 def running_link(link: Optional[ControlLink], settings: ControlSettings) -> ControlLink:

@@ -10,7 +10,7 @@ import math
 import os
 import threading
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 
 class ControlLoop:
@@ -20,6 +20,7 @@ class ControlLoop:
     def __init__(self, period_s: float, tick: Callable[[], None], name: str = "oxygen-control",
                  clock: Callable[[], float] = time.monotonic):
         self.period_s, self.tick, self.clock = period_s, tick, clock
+        self.error: Optional[Exception] = None      # what ended the ticks, if a tick raised
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -32,11 +33,19 @@ class ControlLoop:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
 
+    def ticking(self) -> bool:
+        """Started and neither stopped nor ended by a tick that raised."""
+        return self._thread.is_alive()
+
     def _run(self) -> None:
         due = self.clock() + self.period_s
-        while not self._stop.wait(max(0.0, due - self.clock())):
-            self.tick()
-            due = next_due(due, self.clock(), self.period_s)
+        try:
+            while not self._stop.wait(max(0.0, due - self.clock())):
+                self.tick()
+                due = next_due(due, self.clock(), self.period_s)
+        except Exception as error:   # the thread's excepthook prints the traceback
+            self.error = error
+            raise
 
 
 def next_due(due: float, now: float, period_s: float) -> float:

@@ -6,7 +6,8 @@ it: one that holds the interpreter lock must not wait for the CPU while a tick i
 Its control loop (ControlLoop) runs the CommandGate — watchdog,
 NaN guard, clamps, held steps — over an ActionStream of the node's plans; its main thread
 takes the node's messages. It has no services (nothing here waits on a client) and ends
-when the node's socket closes, on SIGINT or SIGTERM."""
+when the node's socket closes, on SIGINT or SIGTERM, or when a tick raised (exit code 1:
+the node reports the control process stopped)."""
 
 import argparse
 import select
@@ -29,8 +30,6 @@ from oxygen_ros.ros import control_link, qos
 from oxygen_ros.ros.command_gate import CommandGate, StopMark
 from oxygen_ros.ros.control_loop import ControlLoop, real_time_scheduling
 
-STATUS_EVERY = 5        # ticks between status reports to the node
-TIMES_KEPT = 500        # while the node does not read: as many as it keeps itself
 
 
 class ControlProcess:
@@ -45,7 +44,7 @@ class ControlProcess:
         self.active = False
         self.stops = StopMark(args.watchdog)   # newest: when the newest observation arrived
         self._reported: Counter = Counter()
-        self._times: deque = deque(maxlen=TIMES_KEPT)   # command times not yet reported
+        self._times: deque = deque(maxlen=control_link.TIMES_KEPT)   # not yet reported
         self.ticks = 0
         self.loop = ControlLoop(1.0 / args.rate, self.tick)
 
@@ -68,7 +67,7 @@ class ControlProcess:
         if self.active:
             self._command()
         self.ticks += 1
-        if self.ticks % STATUS_EVERY == 0:
+        if self.ticks % control_link.STATUS_EVERY == 0:
             self._report()
 
     def _command(self) -> None:
@@ -138,7 +137,7 @@ def main(argv=None) -> int:
     control.loop.start()
     link.send(control_link.READY + (b"1" if refused else b"0") + scheduling.encode())
     try:
-        while not stop.is_set():
+        while not stop.is_set() and control.loop.ticking():
             if not select.select([link], [], [], 0.1)[0]:
                 continue
             try:
@@ -159,7 +158,7 @@ def main(argv=None) -> int:
         executor.shutdown(timeout_sec=1.0)
         node.destroy_node()
         rclpy.try_shutdown()
-    return 0
+    return 1 if control.loop.error is not None else 0   # the node reports it stopped
 
 
 def _spin(executor, stop: threading.Event) -> None:

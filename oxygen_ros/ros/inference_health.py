@@ -47,9 +47,11 @@ class Health:
 
     def verdict(self, *, engine_running: bool, control_running: bool, active: bool, stale: bool,
                 targets_missed: Optional[str], deadline_misses: int,
-                counters: Mapping[str, int], refused: str = "") -> tuple[str, str]:
+                counters: Mapping[str, int], refused: str = "",
+                control_silent_s: Optional[float] = None) -> tuple[str, str]:
         """targets_missed: what the machine can deliver when it cannot meet the targets;
-        refused: why admission refused the robot ("": served)."""
+        refused: why admission refused the robot ("": served); control_silent_s: how long
+        the running control process has not reported, once overdue."""
         counters = dict(counters)      # one copy: callbacks on other threads add keys
         problems = Counter({k: n for k, n in counters.items() if k in PROBLEMS},
                            deadline_misses=deadline_misses)
@@ -62,6 +64,9 @@ class Health:
             return "ERROR", refused
         if not control_running:
             return "ERROR", "control process stopped: no commands"
+        if control_silent_s is not None:
+            return "ERROR", (f"control process silent for {control_silent_s:.1f} s: its "
+                             "commands are unknown")
         if failures:
             return "ERROR", f"{failures} engine frames failed: {self.last_error}"
         if not active:

@@ -75,7 +75,7 @@ class RobotPort:
         self._ros_stamps: OrderedDict = OrderedDict()   # engine stamp -> (ROS stamp, receipt)
         self._frame_ros_stamps: OrderedDict = OrderedDict()  # frame id -> that ROS stamp
         self.chunk_latencies: deque = deque(maxlen=50)
-        self.command_times: deque = deque(maxlen=500)
+        self.command_times: deque = deque(maxlen=control_link.TIMES_KEPT)
         self.frame_starts: deque = deque(maxlen=32)
         self.health = inference_health.Health()
         self._create_entities(params)
@@ -277,7 +277,9 @@ class RobotPort:
         """This robot's DiagnosticStatus for the period that just ended."""
         self.command_times.extend(self.control.poll(self.counters))
         commands = list(self.command_times)
-        until = self.control.reported_at     # the second up to the control process's report
+        silent = self.control.silent()
+        # the second up to the control process's report (up to now once it is overdue)
+        until = self.control.reported_at if silent is None else time.monotonic()
         values = {
             "robot": self.name,
             "action_rate_hz": float(sum(until - 1.0 < t <= until for t in commands)),
@@ -296,6 +298,7 @@ class RobotPort:
         capacity = self.robot.timing.capacity()
         level, message = self.health.verdict(
             engine_running=engine_running, control_running=self.control.running(),
+            control_silent_s=silent,
             active=active, stale=self.control.stale,
             refused=self.robot.refused or self.served_twice(),
             targets_missed=(capacity.describe() if capacity is not None

@@ -19,3 +19,8 @@ def test_messages_decode_to_what_was_sent():
         control_link.status_message([5, 1, 0, 2, 0, 1], True, 7.0, [6.9, 6.92]))
     assert increments == dict(zip(control_link.COUNTERS, [5, 1, 0, 2, 0, 1]))
     assert (kind, stale, sent_at, times) == (control_link.STATUS, True, 7.0, (6.9, 6.92))
+
+
+def test_a_report_is_overdue_after_four_reports_time_and_at_least_a_second():
+    assert control_link.report_overdue(50.0) == 1.0          # reports every 0.1 s
+    assert control_link.report_overdue(2.0) == 4 * control_link.STATUS_EVERY / 2.0

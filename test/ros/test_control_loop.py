@@ -1,4 +1,5 @@
-"""The control loop's schedule: one tick per period, phase kept, no burst after a stall."""
+"""The control loop's schedule: one tick per period, phase kept, no burst after a stall; a
+tick that raises ends the ticks, its error kept."""
 
 import threading
 
@@ -30,6 +31,22 @@ def test_the_loop_ticks_until_stopped_and_not_after():
     count = len(ticks)
     assert not loop._thread.is_alive()
     assert len(ticks) == count
+
+
+def test_a_tick_that_raises_ends_the_ticks_and_is_kept(monkeypatch):
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)   # the traceback
+    ticks = []
+
+    def tick():
+        ticks.append(1)
+        if len(ticks) == 3:
+            raise RuntimeError("publish failed")
+
+    loop = ControlLoop(0.001, tick)
+    loop.start()
+    loop._thread.join(30.0)
+    assert not loop.ticking() and len(ticks) == 3
+    assert isinstance(loop.error, RuntimeError) and str(loop.error) == "publish failed"
 
 
 def test_real_time_scheduling_where_the_os_allows_it_and_the_reason_where_not():

@@ -26,6 +26,8 @@ def test_states_in_order_of_precedence():
         "ERROR", "engine thread stopped")
     assert verdict(Health(), control_running=False, active=False) == (
         "ERROR", "control process stopped: no commands")
+    assert verdict(Health(), control_silent_s=2.04, active=False) == (
+        "ERROR", "control process silent for 2.0 s: its commands are unknown")
     assert verdict(Health(), active=False, stale=True) == ("OK", "inactive: no commands")
     assert verdict(Health(), stale=True, targets_missed="x") == (
         "ERROR", "no fresh observations: actions stopped")
