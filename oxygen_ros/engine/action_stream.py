@@ -13,6 +13,7 @@ reads that reference once. No lock is shared between the inference thread and th
 control timer.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -24,7 +25,7 @@ class Plan:
     actions: np.ndarray          # [H, D], read-only
     stamp: float                 # time of step 0
     dt: float
-    previous: Optional["Plan"]   # the plan being faded out
+    previous: Optional["Plan"]   # the plan being faded out (itself fading in, perhaps)
     switch_time: float           # when this plan took over
     blend_s: float
 
@@ -41,6 +42,27 @@ class Plan:
         frac = position - low
         return (1 - frac) * self.actions[low] + frac * self.actions[low + 1], False
 
+    def command(self, now: float) -> tuple[np.ndarray, bool]:
+        """(command at `now`, True if the plan has run out): raw, faded in from what the
+        previous plan commanded (itself perhaps still fading in) until blend_s is over."""
+        command, exhausted = self.raw(now)
+        if self.previous is not None and self.blend_s > 0:
+            weight = (now - self.switch_time) / self.blend_s
+            if weight < 1.0:
+                old, _ = self.previous.command(now)
+                weight = max(weight, 0.0)
+                command = (1 - weight) * old + weight * command
+        return command, exhausted
+
+    def trimmed(self, now: float) -> "Plan":
+        """This plan without the plans its command no longer reads from `now` on: those
+        before the newest one whose fade-in is over."""
+        if self.previous is None:
+            return self
+        if now - self.switch_time >= self.blend_s:
+            return dataclasses.replace(self, previous=None)
+        return dataclasses.replace(self, previous=self.previous.trimmed(now))
+
 
 class ActionStream:
     def __init__(self, blend_s: float = 0.1):
@@ -55,26 +77,14 @@ class ActionStream:
         """Switch to a new chunk computed from an observation taken at `stamp`."""
         actions = np.array(actions, dtype=np.float64)
         actions.setflags(write=False)
-        previous = self._plan
-        if previous is not None:
-            previous = Plan(previous.actions, previous.stamp, previous.dt, None,
-                            previous.switch_time, 0.0)  # keep one level of history
+        previous = None if self._plan is None else self._plan.trimmed(now)
         self._plan = Plan(actions, stamp, dt, previous, now, self.blend_s)
 
     def action_at(self, now: float) -> Optional[tuple[np.ndarray, bool]]:
         """(command for time `now`, exhausted) or None before the first chunk.
         exhausted: the newest plan has no step left for `now` (the last step is held)."""
         plan = self._plan
-        if plan is None:
-            return None
-        command, exhausted = plan.raw(now)
-        if plan.previous is not None and plan.blend_s > 0:
-            weight = (now - plan.switch_time) / plan.blend_s
-            if weight < 1.0:
-                old, _ = plan.previous.raw(now)
-                weight = max(weight, 0.0)
-                command = (1 - weight) * old + weight * command
-        return command, exhausted
+        return None if plan is None else plan.command(now)
 
     def clear(self) -> None:
         self._plan = None

@@ -1,8 +1,10 @@
-"""ActionStream: elapsed steps are skipped, switches are cross-faded, the end is held."""
+"""ActionStream: elapsed steps are skipped, switches are cross-faded (also one that comes
+during a fade), the end is held."""
 
 import threading
 
 import numpy as np
+import pytest
 
 from oxygen_ros.engine.action_stream import ActionStream
 
@@ -48,6 +50,21 @@ def test_a_new_chunk_is_cross_faded_in_without_a_jump():
     assert commands[0] == 0.0 and commands[-1] == 1.0
     steps = np.diff(commands)
     assert (steps >= 0).all() and steps.max() <= 0.2 + 1e-9  # a ramp, not a jump of 1.0
+
+
+def test_a_chunk_that_comes_while_the_last_one_fades_in_fades_from_what_was_commanded():
+    stream = ActionStream(blend_s=0.1)
+    stream.push(np.zeros((50, 1)), stamp=0.0, dt=0.02, now=0.0)
+    stream.push(np.ones((50, 1)), stamp=0.2, dt=0.02, now=0.3)
+    before = float(stream.action_at(0.35)[0][0])           # halfway: 0.5
+    stream.push(np.full((50, 1), 2.0), stamp=0.3, dt=0.02, now=0.35)
+    after = [float(stream.action_at(t)[0][0]) for t in np.arange(0.35, 0.5, 0.01)]
+    assert before == pytest.approx(0.5) and after[0] == pytest.approx(before)   # no jump
+    assert all(b >= a - 1e-12 for a, b in zip(after, after[1:])) and after[-1] == 2.0
+    # plans whose fade-in is over are let go: the chain stays as long as the fades that run
+    for k in range(100):
+        stream.push(np.full((50, 1), float(k)), stamp=0.5 + k, dt=0.02, now=0.5 + k)
+    assert stream.plan.previous is not None and stream.plan.previous.previous is None
 
 
 def test_plans_are_immutable_and_swapped_whole():
