@@ -5,7 +5,6 @@ after the watchdog stopped the actions is not played when observations come back
 import socket
 
 import numpy as np
-import rclpy
 from rclpy.node import Node
 
 from oxygen_ros.ros import control_link
