@@ -31,7 +31,6 @@ from oxygen_ros.ros.command_gate import CommandGate, StopMark
 from oxygen_ros.ros.control_loop import ControlLoop, real_time_scheduling
 
 
-
 class ControlProcess:
     def __init__(self, node: Node, link: socket.socket, args, monotonic=time.monotonic):
         self.link, self.clock, self.logger = link, node.get_clock(), node.get_logger()
