@@ -74,22 +74,23 @@ class StopMark:
     running at the stop) is outdated: the stopped robot resumes on a chunk from a fresh
     observation, not on the plan it was stopped in."""
 
-    def __init__(self, watchdog_s: float):
-        self.watchdog_s = watchdog_s
+    def __init__(self, watchdog_s: float, tick_s: float):
+        # a gap this long between observations holds a control tick that saw it stale
+        self.gap_s = watchdog_s + tick_s
         self.newest: Optional[float] = None   # receipt time of the newest observation
         self.after = -math.inf
 
     def observation(self, arrival: float) -> None:
-        """An observation reached the node at `arrival`: a longer gap than the watchdog's
-        before it was a stop."""
-        if self.newest is not None and arrival - self.newest > self.watchdog_s:
-            self.after = self.newest
+        """An observation reached the node at `arrival`: a gap before it that no control
+        tick could miss was a stop."""
+        if self.newest is not None and arrival - self.newest > self.gap_s:
+            self.stop(self.newest)
         self.newest = arrival
 
-    def stop(self) -> None:
-        """The watchdog stops the actions now."""
-        if self.newest is not None:
-            self.after = self.newest
+    def stop(self, newest: float) -> None:
+        """The watchdog stopped the actions, judging the observation received at `newest`
+        too old."""
+        self.after = max(self.after, newest)
 
     def outdated(self, observed: float) -> bool:
         """A chunk from the observation received at `observed` (NaN: unknown, not

@@ -28,7 +28,6 @@ COUNTERS = ("commands", "held_commands", "clamped_values", "watchdog_trips",
 _PLAN = struct.Struct("<ddddII")          # stamp, dt, now, observed, steps, joints
 _STATUS = struct.Struct(f"<{len(COUNTERS)}q?dI")  # increments, stale, sent at, command times
 TIMES_KEPT = 2000      # command times: two seconds at the highest control_rate_hz
-STATUS_EVERY = 5       # control ticks between status reports to the node
 MAX_MESSAGE = 1 << 20
 READY_S = 30.0          # the control process's start (it imports rclpy)
 
@@ -123,8 +122,8 @@ class ControlLink:
         child.close()
         self._socket.setblocking(False)
         self.stale = True        # the watchdog's state, as last reported
-        self.reported_at = time.monotonic()   # when the control process last reported
         self.refused, self.scheduling = self._wait_ready()
+        self.reported_at = time.monotonic()   # when the control process last reported
         self.lost_messages = 0
 
     def _wait_ready(self) -> tuple[bool, str]:
@@ -190,10 +189,15 @@ class ControlLink:
 
 
 
+def status_every(rate_hz: float) -> int:
+    """Control ticks between status reports: every 0.1 s, every fifth tick below 50 Hz."""
+    return max(5, round(rate_hz / 10))
+
+
 def report_overdue(rate_hz: float) -> float:
     """How long without a status report means the control process hangs: four reports'
     time, at least a second."""
-    return max(1.0, 4 * STATUS_EVERY / rate_hz)
+    return max(1.0, 4 * status_every(rate_hz) / rate_hz)
 
 
 def running_link(link: Optional[ControlLink], settings: ControlSettings) -> ControlLink:

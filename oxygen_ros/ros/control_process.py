@@ -41,10 +41,11 @@ class ControlProcess:
         self.gate = CommandGate(args.lower, args.upper, args.watchdog, args.hold, self.counters)
         self.stream = ActionStream(args.blend)
         self.active = False
-        self.stops = StopMark(args.watchdog)   # newest: when the newest observation arrived
+        self.stops = StopMark(args.watchdog, 1.0 / args.rate)   # newest: the newest's arrival
         self._reported: Counter = Counter()
         self._times: deque = deque(maxlen=control_link.TIMES_KEPT)   # not yet reported
         self.ticks = 0
+        self.status_every = control_link.status_every(args.rate)
         self.loop = ControlLoop(1.0 / args.rate, self.tick)
 
     def take(self, message: bytes) -> None:
@@ -66,7 +67,7 @@ class ControlProcess:
         if self.active:
             self._command()
         self.ticks += 1
-        if self.ticks % control_link.STATUS_EVERY == 0:
+        if self.ticks % self.status_every == 0:
             self._report()
 
     def _command(self) -> None:
@@ -76,7 +77,7 @@ class ControlProcess:
             age, lambda: self.stream.action_at(self.clock.now().nanoseconds * 1e-9))
         if tick.tripped:
             self.stream.clear()
-            self.stops.stop()
+            self.stops.stop(newest)
             self.logger.error(f"no fresh observation for {age or float('inf'):.3f} s: "
                          "watchdog stops new actions")
         if tick.resumed:

@@ -29,7 +29,7 @@ from oxygen_ros.ros.node_entities import destroy_entities
 from oxygen_ros.ros.robot_topics import robot_topic
 
 FRAME_STAMPS_KEPT = 4096   # frames whose observation stamps answers can still cite
-OBSERVATIONS_KEPT = 64     # observations whose chunk may still come
+OBSERVATIONS_KEPT = 4096   # observations whose chunk may still come (a slow model's)
 
 
 class RobotPort:
@@ -71,7 +71,7 @@ class RobotPort:
         self.image_size = node.image_size
         # (Observation stamped on the engine clock, receipt monotonic time, ROS stamp)
         self.latest: Optional[tuple] = None
-        self.stops = StopMark(self.watchdog_s)
+        self.stops = StopMark(self.watchdog_s, self.period)
         self._ros_stamps: OrderedDict = OrderedDict()   # engine stamp -> (ROS stamp, receipt)
         self._frame_ros_stamps: OrderedDict = OrderedDict()  # frame id -> that ROS stamp
         self.chunk_latencies: deque = deque(maxlen=50)
@@ -202,8 +202,9 @@ class RobotPort:
                                "force needed its successor")
         if not np.isfinite(chunk.actions).all():     # the engine keeps the plan in force too
             return self.bad_input("non_finite_chunk", f"frame {chunk.frame_id} dropped")
-        if self.fresh_observation() is None:
-            self.stops.stop()
+        latest = self.latest
+        if latest is not None and not self.gate.fresh(time.monotonic() - latest[1]):
+            self.stops.stop(latest[1])
         if self.stops.outdated(arrival):
             self.robot.stop_actions()     # the next chunk starts a plan of its own
             self.counters["chunk_after_stop"] += 1

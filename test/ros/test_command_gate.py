@@ -80,16 +80,20 @@ def test_clip_clamps_a_whole_chunk_per_joint():
 
 
 def test_a_chunk_from_before_a_stop_is_outdated_and_one_from_after_it_is_not():
-    marks = StopMark(WATCHDOG_S)
+    tick = 0.02
+    marks = StopMark(WATCHDOG_S, tick)
     assert not marks.outdated(1.0)                  # no stop yet
-    marks.stop()                                    # no observation yet: nothing to mark
-    assert not marks.outdated(1.0)
     for arrival in (1.0, 1.05, 1.1):                # gaps within the watchdog
         marks.observation(arrival)
     assert not marks.outdated(1.0) and not marks.outdated(1.1)
-    marks.stop()                                    # the watchdog trips on 1.1
+    marks.stop(1.1)                                 # the watchdog trips on 1.1
     assert marks.outdated(1.0) and marks.outdated(1.1)
     marks.observation(1.5)
+    marks.stop(1.1)                                 # a stop judged on 1.1 as 1.5 came in
     assert not marks.outdated(1.5) and not marks.outdated(float("nan"))   # nan: unknown
-    marks.observation(1.5 + WATCHDOG_S + 0.01)      # a gap longer than the watchdog: a stop
-    assert marks.outdated(1.5) and not marks.outdated(1.5 + WATCHDOG_S + 0.01)
+    # a gap longer than the watchdog but shorter than a tick more: no tick need have seen it
+    marks.observation(1.5 + WATCHDOG_S + tick / 2)
+    assert not marks.outdated(1.5)
+    newest = 1.5 + WATCHDOG_S + tick / 2
+    marks.observation(newest + WATCHDOG_S + tick * 1.5)    # one no tick can miss: a stop
+    assert marks.outdated(newest) and not marks.outdated(newest + WATCHDOG_S + tick * 1.5)

@@ -21,6 +21,9 @@ def test_messages_decode_to_what_was_sent():
     assert (kind, stale, sent_at, times) == (control_link.STATUS, True, 7.0, (6.9, 6.92))
 
 
-def test_a_report_is_overdue_after_four_reports_time_and_at_least_a_second():
+def test_reports_come_every_tenth_of_a_second_and_are_overdue_after_four_or_a_second():
+    assert [control_link.status_every(rate) for rate in (2.0, 50.0, 60.0, 1000.0)] == [
+        5, 5, 6, 100]
     assert control_link.report_overdue(50.0) == 1.0          # reports every 0.1 s
-    assert control_link.report_overdue(2.0) == 4 * control_link.STATUS_EVERY / 2.0
+    assert control_link.report_overdue(1000.0) == 1.0
+    assert control_link.report_overdue(2.0) == 4 * 5 / 2.0   # every 2.5 s: 10 s
