@@ -45,14 +45,17 @@ class ActionTask:
     def leftover(self, stamp: float) -> Optional[torch.Tensor]:
         """The plan in force re-indexed to a chunk starting at `stamp`: its command at
         stamp + i·dt (interpolated as the ActionStream does) for every i it still covers;
-        None if it covers none of them."""
+        its last step alone where it has run out (the stream holds it); None without a plan
+        or for a stamp before the plan's."""
         if self.plan is None:
             return None
         actions, plan_stamp = self.plan
         offset = (stamp - plan_stamp) / self.dt
         last = actions.shape[0] - 1
-        if offset < 0 or offset > last:
+        if offset < 0:
             return None
+        if offset > last:
+            return actions[last:].clone()
         positions = offset + torch.arange(int(math.floor(last - offset + 1e-9)) + 1)
         low = positions.floor().long().clamp(max=last)
         high = (low + 1).clamp(max=last)

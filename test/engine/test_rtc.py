@@ -209,7 +209,8 @@ def test_the_plan_is_reindexed_to_the_new_chunk_as_the_action_stream_plays_it(lo
     for i in (0, 7, 28):
         expected, _ = stream.action_at(stamp + i * task.dt)
         np.testing.assert_allclose(leftover[i].numpy(), expected, atol=1e-5)
-    assert task.leftover(1.0 + 32 * task.dt) is None          # the plan has run out
+    ran_out = task.leftover(1.0 + 32 * task.dt)               # the plan has run out:
+    torch.testing.assert_close(ran_out, actions[-1:])          # its last step, held
     assert task.leftover(0.5) is None                         # older than the plan
 
 
