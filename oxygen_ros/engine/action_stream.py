@@ -19,6 +19,8 @@ from typing import Optional
 
 import numpy as np
 
+MAX_FADES = 8   # plans one command blends at most (more only while time stands still)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -54,14 +56,15 @@ class Plan:
                 command = (1 - weight) * old + weight * command
         return command, exhausted
 
-    def trimmed(self, now: float) -> "Plan":
+    def trimmed(self, now: float, keep: int) -> "Plan":
         """This plan without the plans its command no longer reads from `now` on: those
-        before the newest one whose fade-in is over."""
+        before the newest one whose fade-in is over, and any beyond `keep` (this one
+        included)."""
         if self.previous is None:
             return self
-        if now - self.switch_time >= self.blend_s:
+        if keep <= 1 or now - self.switch_time >= self.blend_s:
             return dataclasses.replace(self, previous=None)
-        return dataclasses.replace(self, previous=self.previous.trimmed(now))
+        return dataclasses.replace(self, previous=self.previous.trimmed(now, keep - 1))
 
 
 class ActionStream:
@@ -77,7 +80,7 @@ class ActionStream:
         """Switch to a new chunk computed from an observation taken at `stamp`."""
         actions = np.array(actions, dtype=np.float64)
         actions.setflags(write=False)
-        previous = None if self._plan is None else self._plan.trimmed(now)
+        previous = None if self._plan is None else self._plan.trimmed(now, MAX_FADES - 1)
         self._plan = Plan(actions, stamp, dt, previous, now, self.blend_s)
 
     def action_at(self, now: float) -> Optional[tuple[np.ndarray, bool]]:

@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from oxygen_ros.engine.action_stream import ActionStream
+from oxygen_ros.engine.action_stream import MAX_FADES, ActionStream
 
 
 def ramp(start, steps=10, dim=2):
@@ -65,6 +65,12 @@ def test_a_chunk_that_comes_while_the_last_one_fades_in_fades_from_what_was_comm
     for k in range(100):
         stream.push(np.full((50, 1), float(k)), stamp=0.5 + k, dt=0.02, now=0.5 + k)
     assert stream.plan.previous is not None and stream.plan.previous.previous is None
+    for k in range(5000):     # the clock stands still (a paused /clock): a bounded chain
+        stream.push(np.zeros((50, 1)), stamp=200.0, dt=0.02, now=200.0)
+    depth, plan = 0, stream.plan
+    while plan is not None:
+        depth, plan = depth + 1, plan.previous
+    assert depth == MAX_FADES and stream.action_at(200.05) is not None
 
 
 def test_plans_are_immutable_and_swapped_whole():
