@@ -173,8 +173,8 @@ class IngestParameters:
     max_age_s: float = parameter(1.0, "drop sensor messages stamped more than this in the "
                                       "past or future (frames also after their decode); "
                                       "joint states are kept this long plus max_delay_s "
-                                      "and sync_slop_s for pairing, and a joint's position from one of "
-                                      "several publishers counts this long",
+                                      "and sync_slop_s for pairing, and a joint's position "
+                                      "from one of several publishers counts this long",
                                  range=(1e-3, 1e12))
     max_image_pixels: int = parameter(MAX_PIXELS, "larger images are refused before decoding "
                                                   "(decompression bombs)",
