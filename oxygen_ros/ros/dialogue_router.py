@@ -90,6 +90,8 @@ class _Goal:
     pieces: list = field(default_factory=list)
     seq: int = 0
     stamp: float = 0.0          # the observation the answer is about (ROS time)
+    # a piece and the end, on different threads: no feedback after the result is formed
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class DialogueRouter:
@@ -245,9 +247,10 @@ class DialogueRouter:
 
     def _end(self, goal: _Goal, reason: str) -> None:
         """The answer has ended: the goal executes now and its result is at hand."""
-        goal.reason = reason
-        if not goal.stamp:     # it never read an observation: the goal's end
-            goal.stamp = self.node.get_clock().now().nanoseconds * 1e-9
+        with goal.lock:
+            goal.reason = reason
+            if not goal.stamp:     # it never read an observation: the goal's end
+                goal.stamp = self.node.get_clock().now().nanoseconds * 1e-9
         with self._lock:
             self._ended[_goal_id(goal.handle)] = goal
         try:   # this router's callback, also if a reconfigure has bound the server anew
@@ -287,11 +290,14 @@ class DialogueRouter:
         if chunk.final:
             self.counters[f"dialogue_{chunk.finish_reason}"] += 1
         if isinstance(route, _Goal):
-            route.stamp = stamp
-            if chunk.text:
-                route.pieces.append(chunk.text)
-                route.handle.publish_feedback(Ask.Feedback(seq=route.seq, text=chunk.text))
-                route.seq += 1
+            with route.lock:
+                if route.reason:   # ended meanwhile (a shutdown): its result holds the answer
+                    return
+                route.stamp = stamp
+                if chunk.text:
+                    route.pieces.append(chunk.text)
+                    route.handle.publish_feedback(Ask.Feedback(seq=route.seq, text=chunk.text))
+                    route.seq += 1
             if chunk.final:
                 self._end(route, chunk.finish_reason)
         elif route is not None:
