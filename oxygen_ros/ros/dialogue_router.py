@@ -90,7 +90,7 @@ class _Goal:
     pieces: list = field(default_factory=list)
     seq: int = 0
     stamp: float = 0.0          # the observation the answer is about (ROS time)
-    # a piece and the end, on different threads: no feedback after the result is formed
+    # a piece and the end, on different threads: no piece that the result lacks
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -290,14 +290,16 @@ class DialogueRouter:
         if chunk.final:
             self.counters[f"dialogue_{chunk.finish_reason}"] += 1
         if isinstance(route, _Goal):
-            with route.lock:
+            with route.lock:   # not held while publishing: rclpy takes locks of its own
                 if route.reason:   # ended meanwhile (a shutdown): its result holds the answer
                     return
                 route.stamp = stamp
+                seq = route.seq
                 if chunk.text:
                     route.pieces.append(chunk.text)
-                    route.handle.publish_feedback(Ask.Feedback(seq=route.seq, text=chunk.text))
                     route.seq += 1
+            if chunk.text:         # in the result already: it may reach the client after it
+                route.handle.publish_feedback(Ask.Feedback(seq=seq, text=chunk.text))
             if chunk.final:
                 self._end(route, chunk.finish_reason)
         elif route is not None:
