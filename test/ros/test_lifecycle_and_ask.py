@@ -1,8 +1,6 @@
 """The inference node as ROS 2 robot software expects it (real rclpy, separate processes):
 a managed node driven through its lifecycle services, and dialogue as the Ask action."""
 
-import time
-
 from graph_helpers import Lifecycle, Probe, ask_ready, executable, results, write_params
 from lifecycle_msgs.msg import Transition
 from rclpy.action import ActionClient
@@ -48,10 +46,11 @@ def test_lifecycle_transitions_gate_the_commands_and_load_the_weights_once(
         assert probe.spin(10.0, until=lambda: len(probe.commands) >= 20)
 
         transition(Transition.TRANSITION_DEACTIVATE)
-        stopped = time.monotonic()
         assert state() == "inactive"
+        probe.spin(1.0)      # what was published before the transition comes in (it queued)
+        count = len(probe.commands)
         probe.spin(1.0)
-        assert all(t <= stopped for t, _ in probe.commands), "commands after deactivate"
+        assert len(probe.commands) == count, "commands after deactivate"
         chunks = len(probe.chunks)
         assert probe.spin(5.0, until=lambda: len(probe.chunks) > chunks)   # engine goes on
 
@@ -98,13 +97,17 @@ def test_ask_streams_the_answer_of_the_topic_path_cancels_and_rejects_beyond_the
         assert probe.spin(20.0, until=lambda: len(probe.chunks) >= 3)
         # no new observations: both paths read the same newest prefix
         processes.stop(camera, ingest)
+        # once the watchdog says stale no frame starts; one still running ends meanwhile
+        assert probe.spin(30.0, until=lambda: probe.diagnostics.get(
+            "oxygen_ros: inference", (0, "", {}))[2].get("watchdog") == "stale")
         probe.spin(1.0)
 
         accepted, feedback, result, status = ask(probe, client, node, "what do you see?")
         assert accepted and status == 4 and result.finish_reason == "length"  # SUCCEEDED
-        # feedback and the result travel apart: the last piece can come after the result
-        assert result.answer and probe.spin(
-            10.0, until=lambda: "".join(f.text for f in feedback) == result.answer), \
+        # feedback and the result travel apart, and rclpy's client forgets a goal's feedback
+        # callback once its result is in: what streamed is the answer's start, in order
+        probe.spin(1.0)
+        assert result.answer.startswith("".join(f.text for f in feedback)), \
             (feedback, result.answer)
         assert [f.seq for f in feedback] == list(range(len(feedback)))
         probe.requests.publish(String(data="what do you see?"))
