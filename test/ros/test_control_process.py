@@ -31,11 +31,12 @@ def plan(node, value, observed):
 
 
 def commanded(control):
+    """One tick: the first joint's command it sent (None: none)."""
     before = control.counters["commands"]
     control._command()
     if control.counters["commands"] == before:
         return None
-    return control.stream.action_at(control.clock.now().nanoseconds * 1e-9)[0][0]
+    return control.gate.last_command[0]
 
 
 def test_a_chunk_finished_after_the_stop_is_not_played_when_observations_return(
