@@ -10,8 +10,9 @@ BAD_INPUTS = {"future_stamp", "stale_stamp", "malformed_observation", "unknown_c
               "missing_camera", "joint_names_mismatch", "joint_state_mismatch",
               "non_finite_state", "empty_instruction", "long_instruction", "empty_request",
               "truncated_request", "non_finite_chunk", "non_finite_command", "internal_error"}
-# what else warns: an answer cut where the KV pool ran out (raise num_pages)
-PROBLEMS = BAD_INPUTS | {"dialogue_kv_full"}
+# what else warns: an answer cut where the KV pool ran out (raise num_pages), an
+# observation stamped ahead of this host's clock by a step or more (used, its plan late)
+PROBLEMS = BAD_INPUTS | {"dialogue_kv_full", "clock_ahead"}
 
 
 class Health:

@@ -147,6 +147,10 @@ class RobotPort:
             return self.bad_input("future_stamp", f"observation stamped {stamp - now:.2f} s ahead")
         if stamp < now - age_limit:
             return self.bad_input("stale_stamp", f"observation {now - stamp:.2f} s old")
+        if stamp > now + self.action_dt:   # used as stamped: its plan starts that late
+            self.bad_input("clock_ahead", f"observation stamped {stamp - now:.3f} s ahead of "
+                           "this host's clock: its plan starts that late (synchronize the "
+                           "clocks)")
         decoded = conversions.observation_from_msg(msg, self.camera_names, self.joint_names,
                                                    self.instruction, self.image_size)
         for problem in decoded.problems:

@@ -12,6 +12,7 @@ import zlib
 import cv2
 import numpy as np
 import pytest
+from builtin_interfaces.msg import Time
 from graph_helpers import Probe, executable, rss_mb, write_params
 from oxygen_ros.msg import Observation
 from sensor_msgs.msg import CompressedImage, Image, JointState
@@ -86,9 +87,8 @@ def jpeg(width, height) -> bytes:
 
 
 def now_stamp(probe, offset_s=0.0):
-    stamp = probe.node.get_clock().now().to_msg()
-    stamp.sec += int(offset_s)
-    return stamp
+    ns = probe.node.get_clock().now().nanoseconds + round(offset_s * 1e9)
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
 
 def observation(probe, cameras=("base", "left_wrist"), names=None, positions=None,
@@ -184,6 +184,19 @@ def test_observations_from_the_future_are_counted(graph):
     check(graph, "inference", "future_stamp",
           lambda probe, pubs: pubs["observation"].publish(observation(probe, offset_s=100)),
           "future_stamp")
+
+
+def test_observations_stamped_a_little_ahead_are_used_and_counted(graph):
+    """A robot whose clock runs 0.3 s ahead: within the 1 s its observations are used, each
+    counted and the skew logged (its plans start that late)."""
+    probe, _, nodes = graph
+    check(graph, "inference", "clock_ahead",
+          lambda probe, pubs: pubs["observation"].publish(observation(probe, offset_s=0.3)),
+          "ahead of this host's clock")
+    ahead = [float(found) for node in nodes for line in node.lines for found in re.findall(
+        r"clock_ahead: observation stamped ([0-9.]+) s ahead", line)]
+    assert ahead and 0.2 < ahead[-1] <= 0.3, ahead     # 0.3 s ahead, less the delivery
+    assert probe.counter("inference", "future_stamp") == 0
 
 
 def test_observations_from_the_past_are_counted(graph):
