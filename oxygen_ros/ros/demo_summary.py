@@ -12,11 +12,11 @@ SUMMARY_FROM_DIAGNOSTICS = (
     "language_share", "chunk_age_ms", "language_floor", "language_tokens",
     "dialogue_requests", "timed_out_requests", "rejected_requests", "torch_threads",
     "kv_bytes_peak", "meets_targets", "chunk_switch", "rtc_chunks", "rtc_late_switches",
-    "refused", "times_shed")
+    "refused", "times_shed", "missing_camera")
 
 
 # counted from the first one on: none yet where a status lacks them
-COUNTED = ("dialogue_requests", "timed_out_requests", "rejected_requests")
+COUNTED = ("dialogue_requests", "timed_out_requests", "rejected_requests", "missing_camera")
 
 
 def answered(monitor) -> bool:
@@ -82,7 +82,10 @@ def summary_line(summary: dict) -> str:
     return (f"summary: {summary['frames']} frames, {summary['action_chunks']} action chunks, "
             f"{summary['commands_received']} commands ({summary['commands_hz']:.1f} Hz, "
             f"held fraction {summary['held_command_fraction']}), "
-            f"{summary['deadline_misses']} deadline misses, chunk latency p50 "
+            f"{summary['deadline_misses']} deadline misses, "
+            + (f"{summary['missing_camera']} observations with a camera left out, "
+               if summary.get("missing_camera") else "")
+            + "chunk latency p50 "
             f"{summary['chunk_latency_ms_p50']} ms, {summary['language_tokens']} language "
             f"tokens, {summary['dialogue_answers']}/{summary['dialogue_requests']} dialogue "
             f"answers{_besides_eos(summary['dialogue_endings'])}, "

@@ -62,3 +62,14 @@ def test_the_demo_fails_naming_what_a_robot_did_not_get_but_a_dry_run_needs_no_c
     assert missing_outputs({"": silent}, commands=False) == []
     assert missing_outputs({"a": served, "b": silent | {"action_chunks": 0}}, False) == \
         ["b received no action chunks"]
+
+
+def test_observations_with_a_camera_left_out_are_counted_and_named():
+    whole = demo_summary(watched({1: "eos"}))
+    assert whole["missing_camera"] == 0 and "left out" not in summary_line(whole)
+    starved = watched({1: "eos"})      # camera_ingest left a late camera out of 3 sets
+    starved.diagnostics["oxygen_ros: inference"]["missing_camera"] = "3"
+    summary = demo_summary(starved)
+    assert summary["missing_camera"] == 3
+    assert ("0 deadline misses, 3 observations with a camera left out, chunk latency p50"
+            in summary_line(summary)), summary_line(summary)
