@@ -100,6 +100,18 @@ def test_replay_refuses_offsets_past_the_end_and_looping_a_zero_length_bag(tmp_p
     assert looped.returncode == 2 and "cannot loop" in looped.stderr
 
 
+def test_replay_warns_that_another_rate_on_clock_outpaces_the_engines_schedule(tmp_path):
+    assert run_cli("make-demo-bag", str(tmp_path / "bag"), "--duration", "1",
+                   "--size", "64x48").returncode == 0
+    warning = "warning: --rate 4 with --clock: use_sim_time nodes play each plan on /clock, 4x"
+    fast = run_cli("replay", str(tmp_path / "bag"), "--clock", "100", "--rate", "4",
+                   "--delay", "0")
+    assert fast.returncode == 0 and warning in fast.stderr, fast.stderr
+    for args in (("--clock", "100"), ("--rate", "4", "--restamp")):    # rate 1; wall clock
+        quiet = run_cli("replay", str(tmp_path / "bag"), *args, "--delay", "0")
+        assert quiet.returncode == 0 and "warning" not in quiet.stderr, (args, quiet.stderr)
+
+
 def test_gpu_check_without_torch_says_which_python_to_use():
     script = Path(__file__).resolve().parent.parent / "tools" / "gpu_check.py"
     result = subprocess.run([sys.executable, "-S", str(script), "--device", "cpu"],

@@ -110,6 +110,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         except NameValidationException as error:    # a --remap target
             return usage_error("replay", f"--remap: {_name_error(error)}")
         print(f"replaying {args.bag} ({replayer.duration_s:.1f} s) at {args.rate}x", flush=True)
+        if args.clock and args.rate != 1.0:
+            print(f"oxygen-ros replay: warning: --rate {args.rate:g} with --clock: use_sim_time "
+                  f"nodes play each plan on /clock, {args.rate:g}x as fast as the inference "
+                  "engine schedules it (on the host's clock); keep --rate 1 for their actions, "
+                  "or replay with --restamp to wall-clock nodes", file=sys.stderr, flush=True)
         if args.wait_for_subscribers:
             missing = replayer.wait_for_subscribers(args.wait_for_subscribers, stop)
             if missing:
@@ -214,7 +219,8 @@ def add_commands(sub) -> None:
     replay = sub.add_parser("replay", help=cmd_replay.__doc__)
     replay.add_argument("bag", help="rosbag2 directory or .mcap / .db3 file")
     replay.add_argument("--rate", type=bounded(float, least=1e-3, most=1e3), default=1.0,
-                        help="speed factor, 0.001 to 1000 (default 1)")
+                        help="speed factor, 0.001 to 1000 (default 1; keep 1 with --clock: "
+                             "use_sim_time nodes' plans would not run at the engine's pace)")
     replay.add_argument("--loop", action="store_true", help="start over at the end")
     replay.add_argument("--start-offset", type=bounded(float, least=0, most=LONGEST_TIME_S),
                         default=0.0,
