@@ -40,6 +40,7 @@ from oxygen_ros.engine.threads import apply_torch_threads
 from oxygen_ros.model.loading import load_model
 from oxygen_ros.ros import diagnostics, inference_health, lost_responses, qos, ros_parameters
 from oxygen_ros.ros.diagnostics import guarded
+from oxygen_ros.ros.engine_session import EngineSession
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.node_entities import destroy_entities
 from oxygen_ros.ros.node_parameters import InferenceParameters, inference_config, inference_specs
@@ -58,6 +59,7 @@ class InferenceNode(LifecycleNode):
         # context's shutdown destroys a node whose constructor raised
         self.counters: Counter = Counter()             # the node's own: engine errors
         self.engine: Optional[OxygenEngine] = None
+        self._session: Optional[EngineSession] = None     # the engine's way to the ports
         self.configure_error: Optional[Exception] = None
         self._active = False
         self._entities: list = []                      # the diagnostics publisher and timer
@@ -113,11 +115,12 @@ class InferenceNode(LifecycleNode):
         self.torch_threads = apply_torch_threads(params.torch_threads)
         self._load_model(params, config.seed)
         robots = list(params.robots) or [""]
+        self._session = session = EngineSession()
         self.engine = OxygenEngine(
             self.model.model, config, tokenizer=self.model.tokenizer,
             normalization=self.model.normalization, robots=robots,
-            on_chunk=self._on_chunk, on_text=self._on_text, on_memory=self._on_memory,
-            dialogue_ids=self._engine_ids)
+            on_chunk=session.deliver(self._on_chunk), on_text=session.deliver(self._on_text),
+            on_memory=session.deliver(self._on_memory), dialogue_ids=self._engine_ids)
         self._rates = (time.monotonic(), 0)
         for gone in set(self._ports) - set(robots):   # a robot no longer served
             self._ports.pop(gone).destroy()
@@ -174,8 +177,11 @@ class InferenceNode(LifecycleNode):
             self._thread.join(timeout=10.0)
             if self._thread.is_alive():   # it owns its engine and stops after this frame
                 self.get_logger().warning("engine thread still in a frame after 10 s; it "
-                                          "stops when the frame ends")
+                                          "stops when the frame ends, its outputs dropped")
             self._thread = None
+        if self._session is not None:
+            self._session.end()
+            self._session = None
         for port in self.ports.values():
             port.unbind()
         self.ports = {}

@@ -9,7 +9,8 @@ MODULES = ("oxygen_ros.engine.parameters", "oxygen_ros.ros.node_parameters",
            "oxygen_ros.ros.command_gate", "oxygen_ros.ros.inference_health",
            "oxygen_ros.ros.parameter_docs", "oxygen_ros.ros.control_loop",
            "oxygen_ros.ros.control_link", "oxygen_ros.ros.robot_topics",
-           "oxygen_ros.ros.launch_plan", "oxygen_ros.ros.joint_state_merger")
+           "oxygen_ros.ros.launch_plan", "oxygen_ros.ros.joint_state_merger",
+           "oxygen_ros.ros.engine_session")
 
 PROBE = r'''
 import importlib, sys
