@@ -471,3 +471,34 @@ def test_a_config_without_preset_runs_the_yamls_preset_as_the_launch_file_does(v
             "inference:dry_run:=false"]
     given = build_parser().parse_args([verb, "--config", str(config), "--preset", "tiny"])
     assert launch_arguments(given)["preset"] == "tiny"
+
+
+def test_replay_leaves_out_topics_of_types_not_installed_unless_named(tmp_path):
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    store = get_typestore(Stores.ROS2_KILTED)        # a vendor's type, as their bag has it
+    store.register(get_types_from_msg("int32 x", "my_msgs/msg/Foo"))
+    for name, topics in (("mixed", ("/oxygen/instruction", "/foo")), ("vendor", ("/foo",))):
+        with Writer(tmp_path / name, version=8) as writer:
+            for topic in topics:
+                msgtype = "my_msgs/msg/Foo" if topic == "/foo" else "std_msgs/msg/String"
+                message = store.types[msgtype](x=1) if topic == "/foo" else \
+                    store.types[msgtype](data="stack the cups")
+                writer.write(writer.add_connection(topic, msgtype, typestore=store), 10**9,
+                             store.serialize_cdr(message, msgtype))
+    mixed = run_cli("replay", str(tmp_path / "mixed"), "--delay", "0")
+    assert mixed.returncode == 0, mixed.stderr
+    assert ("left out /foo (my_msgs/msg/Foo): no installed package defines their types"
+            in mixed.stderr), mixed.stderr
+    assert "published 1 messages: {'/oxygen/instruction': 1}" in mixed.stdout, mixed.stdout
+    for args, message in [
+            (("mixed", "--topics", "/foo"), "replay: --topics: no installed package defines "
+                                            "the type of /foo (my_msgs/msg/Foo) (source the "
+                                            "workspace that builds it)"),
+            (("mixed", "--remap", "/foo:=/bar"), "replay: --remap: no installed package"),
+            (("vendor",), "no installed package defines the type of any of its topics: "
+                          "/foo (my_msgs/msg/Foo)")]:
+        refused = run_cli("replay", str(tmp_path / args[0]), *args[1:], "--delay", "0")
+        assert refused.returncode == 2 and message in refused.stderr, (args, refused.stderr)
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr

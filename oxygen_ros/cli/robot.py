@@ -66,7 +66,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rclpy.validate_topic_name import validate_topic_name
     from rosbags.highlevel import AnyReaderError
 
-    from oxygen_ros.ros.bag import BagReplayer, MissingTopics, load_qos_overrides
+    from oxygen_ros.ros.bag import BagReplayer, MissingTopics, UnknownTypes, load_qos_overrides
     from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
 
     if not Path(args.bag).exists():
@@ -101,7 +101,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                                    restamp=args.restamp, clock_hz=args.clock,
                                    topics=args.topics, qos_overrides=overrides,
                                    namespace=args.namespace.strip("/"))
-        except MissingTopics as error:
+        except (MissingTopics, UnknownTypes) as error:
             return usage_error("replay", f"--{error.option}: {error}")
         except (ValueError, OSError, AnyReaderError) as error:
             message = str(error)        # rosbags' own messages do not always name the bag
@@ -110,6 +110,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         except NameValidationException as error:    # a --remap target
             return usage_error("replay", f"--remap: {_name_error(error)}")
         print(f"replaying {args.bag} ({replayer.duration_s:.1f} s) at {args.rate}x", flush=True)
+        if replayer.skipped:
+            print(f"oxygen-ros replay: warning: left out {', '.join(replayer.skipped)}: no "
+                  "installed package defines their types", file=sys.stderr, flush=True)
         if args.clock and args.rate != 1.0:
             print(f"oxygen-ros replay: warning: --rate {args.rate:g} with --clock: use_sim_time "
                   f"nodes play each plan on /clock, {args.rate:g}x as fast as the inference "

@@ -37,9 +37,13 @@ def recorded_topics(path: str | Path) -> dict[str, int]:
 
 
 def message_class(msgtype: str):
-    """'sensor_msgs/msg/Image' -> the rclpy message class (the package must be installed)."""
-    package, kind, name = msgtype.split("/")
-    return getattr(importlib.import_module(f"{package}.{kind}"), name)
+    """'sensor_msgs/msg/Image' -> the rclpy message class; None where no installed package
+    defines it (a vendor's message type)."""
+    try:
+        package, kind, name = msgtype.split("/")
+        return getattr(importlib.import_module(f"{package}.{kind}"), name)
+    except (ValueError, ImportError, AttributeError):
+        return None
 
 
 def _header_first(msgtype: str, typestore) -> bool:
@@ -129,6 +133,15 @@ class MissingTopics(ValueError):
                          f"{', '.join(recorded)})")
 
 
+class UnknownTypes(ValueError):
+    """Topics a replay names (`option`) whose message types no installed package defines."""
+
+    def __init__(self, option: str, unknown: Sequence[str]):
+        self.option = option
+        super().__init__(f"no installed package defines the type of {', '.join(unknown)} "
+                         "(source the workspace that builds it)")
+
+
 class BagReplayer:
     """Publishes a bag's records through `node` on the recorded schedule.
 
@@ -154,6 +167,7 @@ class BagReplayer:
         self._reader.open()
         try:
             self._connections = self._chosen(topics)
+            self.skipped = self._installed(topics)   # "topic (type)" of each one left out
             if self.start_offset_ns and self.start_offset_ns >= self.duration_ns:
                 raise ValueError(f"start offset {start_offset_s:g} s is past the end of the "
                                  f"bag ({self.duration_ns / NS:g} s)")
@@ -171,7 +185,7 @@ class BagReplayer:
             if profile.durability == DurabilityPolicy.TRANSIENT_LOCAL:
                 self._latched.add(connection.id)
             if key not in self._publishers:
-                self._publishers[key] = node.create_publisher(message_class(connection.msgtype),
+                self._publishers[key] = node.create_publisher(self._classes[connection.msgtype],
                                                               topic, profile)
             if _header_first(connection.msgtype, self._reader.typestore):
                 self._restamp_topics.add(connection.id)
@@ -190,6 +204,23 @@ class BagReplayer:
         if not recorded:
             raise ValueError(f"{self.path} has no topics")
         return [c for c in self._reader.connections if topics is None or c.topic in topics]
+
+    def _installed(self, topics: Optional[Sequence[str]]) -> list[str]:
+        """Keep the connections whose message types are installed here; the others are
+        left out (as `ros2 bag play` does), unless named to replay or remap: an error."""
+        self._classes = {t: message_class(t) for t in {c.msgtype for c in self._connections}}
+        unknown = sorted({f"{c.topic} ({c.msgtype})" for c in self._connections
+                          if self._classes[c.msgtype] is None})
+        for option, names in (("topics", topics or ()), ("remap", self.remap)):
+            named = sorted({f"{c.topic} ({c.msgtype})" for c in self._connections
+                            if c.topic in names and self._classes[c.msgtype] is None})
+            if named:
+                raise UnknownTypes(option, named)
+        self._connections = [c for c in self._connections if self._classes[c.msgtype]]
+        if not self._connections:
+            raise ValueError(f"no installed package defines the type of any of its topics: "
+                             f"{', '.join(unknown)}")
+        return unknown
 
     def wait_for_subscribers(self, timeout_s: float,
                              stop: Optional[threading.Event] = None) -> list[str]:
