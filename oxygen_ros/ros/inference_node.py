@@ -143,7 +143,8 @@ class InferenceNode(LifecycleNode):
         self.diagnostics_pub = self._entities[0]
         self._stop, self._wake = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._engine_loop, name="oxygen-engine",
-                                        args=(self.engine, self._stop), daemon=True)
+                                        args=(self.engine, self._stop, self._wake),
+                                        daemon=True)
         self._thread.start()
         scheduling = next(iter(self.ports.values())).control.scheduling
         served = f"robots {', '.join(robots)}; " if params.robots else ""
@@ -200,8 +201,8 @@ class InferenceNode(LifecycleNode):
                    for port in self.ports.values())
 
     # -- the engine thread ----------------------------------------------------------------
-    def _engine_loop(self, engine, stop: threading.Event) -> None:
-        # its own engine and stop event: a teardown that outwaits a slow frame, or a new
+    def _engine_loop(self, engine, stop: threading.Event, wake: threading.Event) -> None:
+        # its own engine and events: a teardown that outwaits a slow frame, or a new
         # configure after it, must not change them under the running frame
         loop = FrameLoop(engine)
         ports = list(self.ports.values())
@@ -209,16 +210,16 @@ class InferenceNode(LifecycleNode):
             try:
                 pause = loop.run_robots({port.name: port.fresh_observation() for port in ports})
             except Exception as error:  # a bad frame must not end the node
-                if not self.context.ok():
-                    break  # shutting down: publishers are gone
+                if stop.is_set() or not self.context.ok():
+                    break  # torn down (the next configure's counts are not its) or shutting down
                 self.counters["engine_errors"] += 1
                 for port in ports:
                     port.health.frame_failed(error)   # its requests ended with engine_error
                 self.get_logger().error(f"engine frame failed: {error!r}",
                                         throttle_duration_sec=5.0)
                 pause = engine.config.frame_period_s
-            if pause > 0 and self._wake.wait(pause):
-                self._wake.clear()
+            if pause > 0 and wake.wait(pause):
+                wake.clear()
 
     def _on_chunk(self, chunk) -> None:
         self.ports[chunk.robot].on_chunk(chunk, self._active, self.dry_run)
