@@ -161,12 +161,13 @@ def trajectory_msg(stamp: float, actions: np.ndarray, dt: float, joint_names: Se
     return msg
 
 
-def dialogue_msg(chunk, stamp: float, request_id: Optional[int] = None) -> DialogueChunk:
-    """A text chunk as DialogueChunk; request_id: the id its client knows (default the
-    engine's)."""
+def dialogue_msg(chunk, stamp: float, missing_cameras: Sequence[str] = (),
+                 request_id: Optional[int] = None) -> DialogueChunk:
+    """A text chunk as DialogueChunk, about the observation stamped `stamp` that lacked
+    `missing_cameras`; request_id: the id its client knows (default the engine's)."""
     msg = DialogueChunk(request_id=chunk.request_id if request_id is None else request_id,
                         seq=chunk.seq, text=chunk.text, final=chunk.final,
-                        finish_reason=chunk.finish_reason)
+                        finish_reason=chunk.finish_reason, missing_cameras=list(missing_cameras))
     msg.header.stamp = to_time(stamp)
     return msg
 

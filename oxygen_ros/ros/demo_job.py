@@ -326,7 +326,7 @@ def _report(job: DemoJob, monitors, specs, clock: dict) -> dict:
                                        job.memory_period_s, dict(monitor.finished_dialogue),
                                        monitor.finish_reasons, monitor.dialogue_stamps,
                                        monitor.summaries, monitor.commands,
-                                       clock.get(monitor.robot))
+                                       clock.get(monitor.robot), monitor.missing_cameras)
             for line in score.answer_lines(summary["answers"]) if job.live else ():
                 print(f"{monitor.robot}: {line}" if monitor.robot else line, flush=True)
         line = summary_line(summary)

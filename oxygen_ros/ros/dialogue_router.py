@@ -90,6 +90,7 @@ class _Goal:
     pieces: list = field(default_factory=list)
     seq: int = 0
     stamp: float = 0.0          # the observation the answer is about (ROS time)
+    missing_cameras: tuple = ()  # the configured cameras that observation lacked
     # a piece and the end, on different threads: no piece that the result lacks
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -278,12 +279,13 @@ class DialogueRouter:
                 self._cancelled_early.discard(_goal_id(goal_handle))   # cancelled as it ended
         return Ask.Result(request_id=goal.request_id, answer="".join(goal.pieces),
                           finish_reason=goal.reason,
-                          observation_stamp=conversions.to_time(goal.stamp))
+                          observation_stamp=conversions.to_time(goal.stamp),
+                          missing_cameras=list(goal.missing_cameras))
 
     # -- out (engine thread) ---------------------------------------------------------------
-    def on_text(self, chunk, stamp: float) -> None:
-        """A piece of an answer, stamped with the observation it is about: to its topic
-        client or its action goal."""
+    def on_text(self, chunk, stamp: float, missing_cameras: tuple = ()) -> None:
+        """A piece of an answer, stamped with the observation it is about (which lacked
+        `missing_cameras`): to its topic client or its action goal."""
         with self._lock:
             route = self._routes.pop(chunk.request_id, None) if chunk.final \
                 else self._routes.get(chunk.request_id)
@@ -293,7 +295,7 @@ class DialogueRouter:
             with route.lock:   # not held while publishing: rclpy takes locks of its own
                 if route.reason:   # ended meanwhile (a shutdown): its result holds the answer
                     return
-                route.stamp = stamp
+                route.stamp, route.missing_cameras = stamp, missing_cameras
                 seq = route.seq
                 if chunk.text:
                     route.pieces.append(chunk.text)
@@ -303,7 +305,8 @@ class DialogueRouter:
             if chunk.final:
                 self._end(route, chunk.finish_reason)
         elif route is not None:
-            self.publisher.publish(conversions.dialogue_msg(chunk, stamp, request_id=route))
+            self.publisher.publish(conversions.dialogue_msg(chunk, stamp, missing_cameras,
+                                                            request_id=route))
 
     def abandon_all(self) -> int:
         """The engine is going away: every open goal ends (aborted, finish_reason shutdown);

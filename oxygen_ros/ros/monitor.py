@@ -29,6 +29,7 @@ class OutputMonitor(Node):
         self.finished_dialogue: list[tuple[int, str]] = []
         self.finish_reasons: dict[int, str] = {}      # request id -> why its answer ended
         self.dialogue_stamps: dict[int, float] = {}   # request id -> the observation it reads
+        self.missing_cameras: dict[int, list[str]] = {}   # request id -> cameras it lacked
         self.summaries: list[str] = []
         self.diagnostics: dict[str, dict[str, str]] = {}
         topic = lambda name: robot_topic(robot, name)  # noqa: E731
@@ -53,6 +54,7 @@ class OutputMonitor(Node):
     def _on_dialogue(self, msg: DialogueChunk) -> None:
         self.dialogue.setdefault(msg.request_id, []).append(msg.text)
         self.dialogue_stamps[msg.request_id] = to_seconds(msg.header.stamp)
+        self.missing_cameras[msg.request_id] = list(msg.missing_cameras)
         if msg.final:
             self.finish_reasons[msg.request_id] = msg.finish_reason
             self.finished_dialogue.append((msg.request_id, "".join(self.dialogue[msg.request_id])))

@@ -72,8 +72,9 @@ class RobotPort:
         # (Observation stamped on the engine clock, receipt monotonic time, ROS stamp)
         self.latest: Optional[tuple] = None
         self.stops = StopMark(self.watchdog_s, self.period)
-        self._ros_stamps: OrderedDict = OrderedDict()   # engine stamp -> (ROS stamp, receipt)
-        self._frame_ros_stamps: OrderedDict = OrderedDict()  # frame id -> that ROS stamp
+        # engine stamp -> (ROS stamp, receipt, cameras it lacked)
+        self._ros_stamps: OrderedDict = OrderedDict()
+        self._frame_sources: OrderedDict = OrderedDict()  # frame id -> (ROS stamp, lacked)
         self.chunk_latencies: deque = deque(maxlen=50)
         self.command_times: deque = deque(maxlen=control_link.TIMES_KEPT)
         self.frame_starts: deque = deque(maxlen=32)
@@ -126,7 +127,7 @@ class RobotPort:
     def destroy(self) -> None:
         self.unbind()
         if self.control is not None:
-            self.control.close()        # a frame still running sends to a closed link
+            self.control.close()
         if self._ask_server is not None:
             self._ask_server.destroy()
 
@@ -147,10 +148,6 @@ class RobotPort:
             return self.bad_input("future_stamp", f"observation stamped {stamp - now:.2f} s ahead")
         if stamp < now - age_limit:
             return self.bad_input("stale_stamp", f"observation {now - stamp:.2f} s old")
-        if stamp > now + self.action_dt:   # used as stamped: its plan starts that late
-            self.bad_input("clock_ahead", f"observation stamped {stamp - now:.3f} s ahead of "
-                           "this host's clock: its plan starts that late (synchronize the "
-                           "clocks)")
         decoded = conversions.observation_from_msg(msg, self.camera_names, self.joint_names,
                                                    self.instruction, self.image_size)
         for problem in decoded.problems:
@@ -159,13 +156,20 @@ class RobotPort:
                            else f"in observation at {stamp:.3f}")
         if decoded.observation is None:
             return
+        # used as stamped, its plan starts that late; on /clock (use_sim_time) stamps run
+        # ahead of the node's time between the clock's ticks
+        if stamp > now + self.action_dt and not self.node.get_clock().ros_time_is_active:
+            self.bad_input("clock_ahead", f"observation stamped {stamp - now:.3f} s ahead of "
+                           "this host's clock: its plan starts that late (synchronize the "
+                           "clocks)")
         # the same age on the engine's clock: the plan deadline is physical time
         engine_stamp = self.engine.clock.now() - (now - stamp)
         observation = dataclasses.replace(decoded.observation, stamp=engine_stamp,
                                           robot=self.name)
         arrival = time.monotonic()
         self.stops.observation(arrival)
-        self._ros_stamps[engine_stamp] = (stamp, arrival)
+        missing = tuple(c for c in self.camera_names if c not in observation.images)
+        self._ros_stamps[engine_stamp] = (stamp, arrival, missing)
         while len(self._ros_stamps) > OBSERVATIONS_KEPT:
             self._ros_stamps.popitem(last=False)
         self.latest = (observation, arrival, stamp)
@@ -184,21 +188,23 @@ class RobotPort:
         return latest[0] if self.gate.fresh(age) else None
 
     # -- outputs (engine thread) ----------------------------------------------------------
-    def ros_stamp(self, frame_id: Optional[int]) -> float:
-        """The ROS stamp of the observation a frame ran on (now if no longer known)."""
-        stamp = self._frame_ros_stamps.get(frame_id)
-        return self.node.get_clock().now().nanoseconds * 1e-9 if stamp is None else stamp
+    def frame_source(self, frame_id: Optional[int]) -> tuple[float, tuple]:
+        """(ROS stamp, configured cameras it lacked) of the observation a frame ran on
+        (now and none if no longer known)."""
+        source = self._frame_sources.get(frame_id)
+        return (self.node.get_clock().now().nanoseconds * 1e-9, ()) if source is None \
+            else source
 
     def on_chunk(self, chunk, active: bool, dry_run: bool) -> None:
         self.chunk_latencies.append(chunk.latency_s)
         self.frame_starts.append(self.engine.clock.now() - chunk.latency_s)
-        stamp, arrival = self._ros_stamps.get(chunk.stamp, (None, math.nan))
+        stamp, arrival, missing = self._ros_stamps.get(chunk.stamp, (None, math.nan, ()))
         if stamp is None:    # its observation is long gone: the engine clock's offset
             stamp = chunk.stamp + (self.node.get_clock().now().nanoseconds * 1e-9
                                    - self.engine.clock.now())
-        self._frame_ros_stamps[chunk.frame_id] = stamp
-        while len(self._frame_ros_stamps) > FRAME_STAMPS_KEPT:
-            self._frame_ros_stamps.popitem(last=False)
+        self._frame_sources[chunk.frame_id] = (stamp, missing)
+        while len(self._frame_sources) > FRAME_STAMPS_KEPT:
+            self._frame_sources.popitem(last=False)
         if chunk.late:
             self.counters["deadline_misses"] += 1
             self.problems.warn("deadline_miss", f"{self.label()}chunk {chunk.frame_id} took "
@@ -229,7 +235,7 @@ class RobotPort:
 
     def on_text(self, chunk) -> None:
         if chunk.kind == "dialogue":  # memory text is published whole, as a MemorySummary
-            self.dialogue.on_text(chunk, self.ros_stamp(chunk.frame_id))
+            self.dialogue.on_text(chunk, *self.frame_source(chunk.frame_id))
 
     def on_memory(self, summary) -> None:
         # the window's stamps back from the engine's clock to ROS time

@@ -114,3 +114,17 @@ def test_a_printed_answer_names_the_reason_it_ended_unless_the_model_ended_it():
     whole = score.answer_scores(world, dialogue[:1], [rows[0]["truth"]], reasons=["eos"])
     assert whole[0]["correct"] and "ended" not in score.answer_lines(whole)[0]
     assert score.ending("length") == ", ended: length" and score.ending("") == ", ended: unknown"
+
+
+def test_a_printed_answer_names_the_cameras_its_observation_lacked():
+    world = TabletopWorld(1)
+    dialogue = demo_dialogue(world)[:1] * 2
+    wrong = "a red block, a blue box, a green box and a yellow block"   # the starved answer
+    rows = score.answer_scores(world, dialogue, [wrong] * 2, reasons=["eos", "eos"],
+                               missing=[["right_wrist"], []])
+    assert [row["missing_cameras"] for row in rows] == [["right_wrist"], []]
+    assert not any(row["correct"] for row in rows)
+    lacking, whole = score.answer_lines(rows)
+    assert "(about the frame at 1.50 s, without right_wrist)" in lacking, lacking
+    assert "(about the frame at 1.50 s)" in whole, whole
+    assert score.answer_scores(world, dialogue[:1], [wrong])[0]["missing_cameras"] == []

@@ -1,6 +1,7 @@
 """One inference server for two robots (`robots: [alpha, beta]`), across processes: each
 robot gets its own commands, chunks, answers and memory under /<robot>/, every one about
-its own observations (no cross-talk); one robot's silent camera trips only its watchdog;
+its own observations (no cross-talk; beta's lack a camera, and only beta's answers say
+so); one robot's silent camera trips only its watchdog;
 two servers with disjoint lists serve side by side, and a robot named by two servers is
 an error both report."""
 
@@ -23,14 +24,15 @@ ROBOTS = ("alpha", "beta")
 
 class Feeder:
     """Publishes each robot's observations at 20 Hz from the test process and keeps the
-    stamps it sent, per robot."""
+    stamps it sent, per robot; a robot in `partial` sends its first camera only."""
 
-    def __init__(self, context, robots):
+    def __init__(self, context, robots, partial=()):
         self.node = Node("feeder", context=context)
         self.publishers = {robot: self.node.create_publisher(
             Observation, f"/{robot}/oxygen/observation", qos.RELIABLE) for robot in robots}
         self.stamps = {robot: [] for robot in robots}
         self.silent: set = set()
+        self.partial = set(partial)
         self._stop = threading.Event()
         self._rng = np.random.default_rng(0)
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -41,10 +43,11 @@ class Feeder:
             for robot, publisher in self.publishers.items():
                 if robot in self.silent:
                     continue
-                msg = Observation(camera_names=list(CAMERAS))
+                cameras = CAMERAS[:1] if robot in self.partial else CAMERAS
+                msg = Observation(camera_names=list(cameras))
                 msg.header.stamp = self.node.get_clock().now().to_msg()
                 msg.images = [rgb_to_image(self._rng.integers(0, 256, (28, 28, 3), np.uint8),
-                                           Image, msg.header.stamp, c) for c in CAMERAS]
+                                           Image, msg.header.stamp, c) for c in cameras]
                 msg.state.name = list(JOINTS)
                 msg.state.position = self._rng.uniform(-1, 1, len(JOINTS)).tolist()
                 self.stamps[robot].append(seconds(msg.header.stamp))
@@ -92,7 +95,7 @@ def test_two_robots_through_one_server_each_get_their_own_outputs(
     server = start_server(processes, tmp_path, "inference", ROBOTS)
     probes = {robot: Probe(rclpy_context, robot) for robot in ROBOTS}
     alpha, beta = probes["alpha"], probes["beta"]
-    feeder = Feeder(rclpy_context, ROBOTS)
+    feeder = Feeder(rclpy_context, ROBOTS, partial=("beta",))    # beta lacks a camera
     log = lambda: "".join(server.lines)[-3000:]  # noqa: E731
     try:
         assert spin_probes(probes.values(), 90.0, lambda: all(
@@ -109,6 +112,9 @@ def test_two_robots_through_one_server_each_get_their_own_outputs(
             finals = [m for m in probe.dialogue if m.final]
             assert len(finals) == 1 and feeder.sent(robot, finals[0].header.stamp), finals
             assert finals[0].finish_reason in ("eos", "length"), finals
+            # each answer says which cameras its own observation lacked
+            assert list(finals[0].missing_cameras) == (list(CAMERAS[1:]) if robot == "beta"
+                                                       else []), finals
             # no check on the text: a random model's greedy summary may be only special
             # tokens, which decode to nothing
             assert all(seconds(m.window_end) > seconds(m.window_start)
