@@ -97,8 +97,8 @@ class CameraIngest(Node):
                                  callback_group=MutuallyExclusiveCallbackGroup())
         self.create_subscription(String, params.instruction_topic,
                                  guarded(self, self.on_instruction), qos.LATCHED)
-        self.create_timer(params.diagnostics_period_s,
-                          guarded(self, self.publish_diagnostics))
+        diagnostics.steady_timer(self, params.diagnostics_period_s,
+                                 guarded(self, self.publish_diagnostics))
         self.get_logger().info(f"cameras {dict(zip(names, topics))} -> "
                                f"{params.observation_topic} at {self.image_size}px")
 

@@ -5,6 +5,7 @@ import traceback
 from typing import Mapping
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.clock import Clock, ClockType
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 
@@ -20,6 +21,14 @@ def array(stamp, *statuses: DiagnosticStatus) -> DiagnosticArray:
     msg = DiagnosticArray(status=list(statuses))
     msg.header.stamp = stamp
     return msg
+
+
+def steady_timer(node, period_s: float, callback, **kwargs):
+    """A timer of `node` on the host's steady clock: a node on use_sim_time has its own
+    clock stop with /clock, and its diagnostics must not (a bag that ended, a simulator
+    halted: then the watchdog's ERROR is what they have to say)."""
+    return node.create_timer(period_s, callback, clock=Clock(clock_type=ClockType.STEADY_TIME),
+                             **kwargs)
 
 
 def _format(value: object) -> str:

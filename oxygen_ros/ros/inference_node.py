@@ -138,8 +138,9 @@ class InferenceNode(LifecycleNode):
             port.bind(self.engine, params, config, control)
         self._entities = [
             self.create_publisher(DiagnosticArray, "/diagnostics", qos.RELIABLE),
-            self.create_timer(params.diagnostics_period_s, guarded(self, self.publish_diagnostics),
-                              callback_group=MutuallyExclusiveCallbackGroup())]
+            diagnostics.steady_timer(self, params.diagnostics_period_s,
+                                     guarded(self, self.publish_diagnostics),
+                                     callback_group=MutuallyExclusiveCallbackGroup())]
         self.diagnostics_pub = self._entities[0]
         self._stop, self._wake = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._engine_loop, name="oxygen-engine",
