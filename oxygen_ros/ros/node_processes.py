@@ -45,7 +45,8 @@ def supervise(children, stop: threading.Event, duration: float = 0.0,
               grace_s: float = STOP_GRACE_S) -> int:
     """Wait until `stop` is set, `duration` seconds pass (0: no limit) or a child ends (as
     the launch file, which then shuts everything down); stop every child. 0, or the exit
-    code of the child that ended on its own (128 + N for signal N, as a shell says)."""
+    code of the child that ended on its own (128 + N for signal N, as a shell says), or of
+    one that failed as it was stopped (a configure that failed after the duration ran out)."""
     deadline = time.monotonic() + duration if duration else float("inf")
     ended = None
     while not stop.is_set() and time.monotonic() < deadline:
@@ -55,5 +56,7 @@ def supervise(children, stop: threading.Event, duration: float = 0.0,
         stop.wait(0.1)
     stop_children(children, grace_s)
     if ended is None:
-        return 0
+        ended = next((child for child in children if child.returncode > 0), None)
+        if ended is None:
+            return 0
     return ended.returncode if ended.returncode >= 0 else 128 - ended.returncode

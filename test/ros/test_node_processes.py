@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from rclpy.node import Node
 
 from graph_helpers import executable
 
-from oxygen_ros.ros.node_processes import stop_children
+from oxygen_ros.ros.node_processes import stop_children, supervise
 
 NODES = {"camera_ingest", "inference"}
 REPO = Path(__file__).resolve().parents[2]
@@ -58,6 +59,21 @@ def test_a_child_that_ignores_sigint_is_killed_after_the_grace_period():
     stop_children([ignoring, polite], grace_s=1.0)
     assert ignoring.returncode == -signal.SIGKILL
     assert polite.returncode == 3            # left on the SIGINT, not killed
+
+
+def test_a_run_that_ran_its_duration_fails_if_a_node_failed_as_it_was_stopped():
+    def child(on_sigint: str):
+        started = subprocess.Popen(
+            [sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGINT, "
+             f"lambda *_: sys.exit({on_sigint})); print('ready', flush=True); time.sleep(600)"],
+            stdout=subprocess.PIPE, text=True)
+        assert started.stdout.readline() == "ready\n"
+        return started
+
+    # a node stopped cleanly at the duration: 0; one that fails then (its configure failed
+    # after the duration ran out): its exit code, not 0
+    assert supervise([child("0"), child("0")], threading.Event(), duration=0.1) == 0
+    assert supervise([child("0"), child("1")], threading.Event(), duration=0.1) == 1
 
 
 def test_run_starts_each_node_in_its_own_process_and_sigterm_stops_both(processes,
