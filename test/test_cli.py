@@ -292,6 +292,12 @@ BAD_OPTIONS = [
      "camera_ingest's camera_names ['base', 'left_wirst'] has ['left_wirst'], which inference's"),
     (["demo", "-p", "inference:camera_names:=[base]"], "has ['left_wrist', 'right_wrist'], "
                                                       "which inference's ['base'] has not"),
+    (["run", "-p", "inference:joint_lower_limits:=[-1.0, -1.0]"],
+     "inference: joint_lower_limits, joint_upper_limits and joint_names must have the same "
+     "length"),
+    (["demo", "-p", "camera_ingest:camera_topics:=[/cameras/base/image_raw]"],
+     "camera_ingest: camera_topics (1) and camera_names (3) must be non-empty and of equal "
+     "length"),
     (["replay", "bag", "--rate", "1e-12"], "--rate: must be at least 0.001, not 1e-12"),
     (["replay", "bag", "--remap", "foo"], "--remap: expected OLD:=NEW, not 'foo'"),
     (["replay", "bag", "--remap", ":=/x"], "--remap: expected OLD:=NEW, not ':=/x'"),
@@ -369,6 +375,9 @@ def test_a_config_file_the_nodes_would_not_take_stops_run_and_demo_in_one_line(t
     cases = [("typo.yaml", "inference:\n  ros__parameters:\n    frame_perod_s: 0.1\n",
               "did you mean 'frame_period_s'?"),
              ("broken.yaml", "inference: [\n", "is not valid YAML"),
+             ("lengths.yaml", "inference:\n  ros__parameters:\n    joint_lower_limits: "
+              "[-1.0, -1.0]\n", "inference: joint_lower_limits, joint_upper_limits and "
+                                "joint_names must have the same length"),
              ("folder", None, "is a directory")]
     for name, text, message in cases:
         config = tmp_path / name

@@ -209,6 +209,9 @@ def node_ros_args(arguments: dict[str, str], config: Path, params) -> list[str]:
 
     launched = launch_plan.inference_overrides(arguments)
     launch_plan.check_cameras(config, param_overrides(params))
+    given = param_overrides(params)
+    launch_plan.check_together(config, given | {"inference": launched
+                                                | given.get("inference", {})})
     for node in ("camera_ingest", "inference"):
         launch_plan.unreached_sections(config, node, f"/{node}")
     if not params:

@@ -14,7 +14,8 @@ from oxygen_ros.cli.options import (LONGEST_TIME_S, LONGEST_WAIT_S, add_dtype, a
 def cmd_run(args: argparse.Namespace) -> int:
     """camera_ingest and inference, each in its own process as the launch file runs them
     (no launch_ros needed), on the YAML the launch file would pick. Ctrl-C or SIGTERM stops
-    both (SIGINT, then SIGKILL after 10 s); when one node ends, the other is stopped."""
+    both (SIGINT, then SIGKILL after 10 s); when one node ends, the other is stopped. Exit
+    status: the failed node's, else 0."""
     try:
         arguments = launch_arguments(args)
         node_args = node_ros_args(arguments, chosen_config(arguments), args.param)
@@ -211,7 +212,8 @@ def add_commands(sub) -> None:
     run = sub.add_parser("run", help=cmd_run.__doc__)
     add_node_options(run)
     run.add_argument("--duration", type=bounded(float, least=0, most=LONGEST_TIME_S), default=0.0,
-                     help="seconds (default 0: until Ctrl-C)")
+                     help="seconds (default 0: until Ctrl-C); the exit status is non-zero "
+                          "if a node failed, also as it was stopped")
     run.add_argument("--single-process", action="store_true",
                      help="both nodes in this one process instead: image decoding then shares "
                           "the engine's interpreter (a burst of camera frames can delay "
@@ -242,15 +244,16 @@ def add_commands(sub) -> None:
                              "ros2 bag play --qos-profile-overrides-path takes")
     replay.add_argument("--clock", type=bounded(float, least=0, most=1e3), default=0.0,
                         metavar="HZ",
-                        help="publish /clock from bag time at HZ (use_sim_time nodes; "
-                             "default 0: no /clock)")
+                        help="publish /clock from bag time at HZ, at most 1000 "
+                             "(use_sim_time nodes; default 0: no /clock)")
     replay.add_argument("--wait-for-subscribers",
                         type=bounded(float, least=0, most=LONGEST_WAIT_S), default=0.0,
                         metavar="S",
-                        help="wait up to S seconds until every topic has a subscriber")
+                        help="wait up to S seconds (at most an hour) until every topic has "
+                             "a subscriber (default 0)")
     replay.add_argument("--delay", type=bounded(float, least=0, most=LONGEST_WAIT_S), default=0.5,
-                        help="then wait this many seconds before the first message "
-                             "(default 0.5)")
+                        help="then wait this many seconds (at most an hour) before the "
+                             "first message (default 0.5)")
     replay.set_defaults(func=cmd_replay)
 
     inspect = sub.add_parser("inspect", help=cmd_inspect.__doc__)

@@ -16,7 +16,6 @@ from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
-from oxygen_ros.engine.parameters import build
 from oxygen_ros.msg import Observation
 from oxygen_ros.ros import diagnostics, qos, ros_parameters
 from oxygen_ros.ros.conversions import joint_state_problem, take_instruction
@@ -31,7 +30,7 @@ from oxygen_ros.ros.image_conversion import (
     rgb_to_image,
 )
 from oxygen_ros.ros.joint_state_merger import JointStateMerger
-from oxygen_ros.ros.node_parameters import IngestParameters, ingest_specs
+from oxygen_ros.ros.node_parameters import ingest_parameters, ingest_specs
 from oxygen_ros.ros.run_node import run_node
 
 SILENT_S = 2.0                 # a camera topic without frames this long is reported
@@ -58,7 +57,7 @@ class CameraIngest(Node):
     def __init__(self, **kwargs):
         super().__init__("camera_ingest", **kwargs)
         ros_parameters.declare(self, ingest_specs(), " (read at start)", read_only=True)
-        params = build(IngestParameters, ros_parameters.values(self, ingest_specs()))
+        params = ingest_parameters(ros_parameters.values(self, ingest_specs()))
         topics, names = params.camera_topics, params.camera_names
         self.image_size, self.resize_mode = params.image_size, params.resize_mode
         self.max_pixels = params.max_image_pixels

@@ -27,7 +27,7 @@ import yaml
 from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.ros import rcl_yaml
 from oxygen_ros.ros.config_sections import node_sections, unreached_sections, warn
-from oxygen_ros.ros.node_parameters import NODE_SPECS
+from oxygen_ros.ros.node_parameters import NODE_CHECKS, NODE_SPECS
 from oxygen_ros.ros.robot_topics import robot_topic
 
 PRESET_CONFIGS = {"small": "humanoid.yaml", "tiny": "humanoid_tiny.yaml",
@@ -281,6 +281,24 @@ def check_cameras(config: Path, overrides: Mapping[str, Mapping] = MappingProxyT
               f"{published} has not: every observation will lack it (the model masks it)")
 
 
+def check_together(config: Path, overrides: Mapping[str, Mapping] = MappingProxyType({}),
+                   nodes=tuple(NODE_SPECS)) -> None:
+    """What the configure of each of `nodes` would refuse in its values taken together
+    (joint limits of another length than joint_names, camera_topics and camera_names apart:
+    ValueError naming the node), found before it starts; each value alone is
+    parameter_value's."""
+    for node in nodes:
+        values = {name: spec.default for name, spec in NODE_SPECS[node]().items()}
+        given = (node_section(config, "/**") | node_section(config, node)
+                 | dict(overrides.get(node, {})))
+        values |= {name: parameter_value(node, name, value) for name, value in given.items()
+                   if name in values}
+        try:
+            NODE_CHECKS[node](values)
+        except ValueError as error:
+            raise ValueError(f"{node}: {error}") from None
+
+
 def robot_namespace(arguments: Mapping[str, str]) -> str:
     """The robot's name from namespace:= ('' for none), checked as a fleet server checks
     its robots' names."""
@@ -347,9 +365,10 @@ def node_parameters(arguments: Mapping[str, str], config: Path, node: str) -> st
     with what the arguments override (use_sim_time; inference: the overridable arguments)
     and its topics set in its section, which a namespaced node finds under its full name."""
     namespace = robot_namespace(arguments)
+    given = inference_overrides(arguments) if node == "inference" else {}
     if node == "inference":        # started beside camera_ingest, on the same file
         check_cameras(config)
-    given = inference_overrides(arguments) if node == "inference" else {}
+        check_together(config, {"inference": given})
     values = sim_time(arguments) | given | topic_overrides(arguments, config, node)
     unreached_sections(config, node, f"/{namespace}/{node}" if namespace else f"/{node}")
     return with_overrides(config, {node: values},
@@ -363,5 +382,6 @@ def fleet_parameters(arguments: Mapping[str, str], config: Path) -> str:
     server = arguments.get("server", "") or "inference"
     values = (sim_time(arguments) | inference_overrides(arguments)
               | {"robots": fleet_robots(arguments.get("robots", ""))})
+    check_together(config, {"inference": values}, nodes=("inference",))
     unreached_sections(config, "inference", f"/{server}")
     return with_overrides(config, {"inference": values}, {"inference": f"/{server}"})

@@ -153,7 +153,8 @@ class IngestParameters:
         ("/cameras/base/image_raw/compressed", "/cameras/left_wrist/image_raw/compressed",
          "/cameras/right_wrist/image_raw/compressed"),
         "one per camera; a topic ending in /compressed is read as CompressedImage. The first "
-        "camera drives the observation rate")
+        "camera drives the observation rate: without its frames no observation is published "
+        "(the watchdog stops the robot), while a later camera is left out once late")
     camera_names: tuple[str, ...] = parameter(
         ("base", "left_wrist", "right_wrist"),
         "the cameras' model slots, as inference.camera_names")
@@ -196,5 +197,11 @@ def ingest_specs() -> dict[str, Spec]:
     return specs(IngestParameters)
 
 
-# each node's parameters by node name
+def ingest_parameters(values: dict) -> IngestParameters:
+    """camera_ingest's parameters from the values, or ValueError saying which is wrong."""
+    return build(IngestParameters, values)
+
+
+# each node's parameters by node name, and the check its start runs on their values
 NODE_SPECS = {"camera_ingest": ingest_specs, "inference": inference_specs}
+NODE_CHECKS = {"camera_ingest": ingest_parameters, "inference": inference_config}
