@@ -19,13 +19,13 @@ def unreached_sections(config: Path, node: str, started: str) -> None:
     bare `<node>:` section is the one every start gives its node)."""
     document = rcl_yaml.load(config.read_text()) or {}
     for full, _ in node_sections(config, document, full_names=True):
-        if full.rsplit("/", 1)[-1] == node and not _matches(full, f"/{node}", started):
+        if full.rsplit("/", 1)[-1] == node and not reaches(full, f"/{node}", started):
             warn(f"config file {config}: section {full!r} reaches no node this start runs "
                   f"({node} runs as {started!r} and reads the {node!r} section"
                   + (f" and {started!r}" if started != f"/{node}" else "") + ")")
 
 
-def _matches(section: str, *names: str) -> bool:
+def reaches(section: str, *names: str) -> bool:
     """Whether a section's full name reaches a node of one of `names`, as rcl matches its
     wildcards (`*` one namespace token, `**` any number of them)."""
     pattern = "".join("(/[^/]+)*" if token == "**" else "/[^/]+" if token == "*"
