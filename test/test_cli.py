@@ -511,3 +511,16 @@ def test_replay_leaves_out_topics_of_types_not_installed_unless_named(tmp_path):
         refused = run_cli("replay", str(tmp_path / args[0]), *args[1:], "--delay", "0")
         assert refused.returncode == 2 and message in refused.stderr, (args, refused.stderr)
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_the_files_values_and_the_overrides_are_checked_together_as_the_node_gets_them(tmp_path):
+    from oxygen_ros.cli.options import node_ros_args
+
+    config = tmp_path / "robot.yaml"      # a full-name section, two joints
+    config.write_text("/inference:\n  ros__parameters:\n    joint_names: [a, b]\n"
+                      "    joint_lower_limits: [-1.0, -1.0]\n    joint_upper_limits: [1.0, 1.0]\n")
+    arguments = {"config_file": str(config)}
+    assert node_ros_args(arguments, config, [("inference", "joint_names", ["c", "d"])])[:3] == [
+        "oxygen-ros", "--ros-args", "--params-file"]
+    with pytest.raises(ValueError, match="^inference: joint_lower_limits, joint_upper_limits"):
+        node_ros_args(arguments, config, [("inference", "joint_names", ["c"])])

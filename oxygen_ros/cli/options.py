@@ -208,21 +208,21 @@ def node_ros_args(arguments: dict[str, str], config: Path, params) -> list[str]:
     from oxygen_ros.ros import launch_plan
 
     launched = launch_plan.inference_overrides(arguments)
-    launch_plan.check_cameras(config, param_overrides(params))
     given = param_overrides(params)
-    launch_plan.check_together(config, given | {"inference": launched
-                                                | given.get("inference", {})})
+    launch_plan.check_cameras(config, given)
     for node in ("camera_ingest", "inference"):
         launch_plan.unreached_sections(config, node, f"/{node}")
+    overrides = {"inference": dict(launched)}
+    for node, values in given.items():
+        overrides.setdefault(node, {}).update(values)
+    planned = launch_plan.with_overrides(config, overrides)
+    launch_plan.check_together(config, planned, {"camera_ingest": "/camera_ingest",
+                                                 "inference": "/inference"})
     if not params:
         return ros_args(str(config), [
             f"inference:{name}:={str(value).lower() if isinstance(value, bool) else value}"
             for name, value in launched.items()])
-    overrides = {"inference": dict(launched)}
-    for node, values in param_overrides(params).items():
-        overrides.setdefault(node, {}).update(values)
-    return ros_args(launch_plan.parameters_file(launch_plan.with_overrides(config, overrides)),
-                    [])
+    return ros_args(launch_plan.parameters_file(planned), [])
 
 
 def param_overrides(params) -> dict[str, dict]:

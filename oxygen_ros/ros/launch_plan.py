@@ -26,7 +26,7 @@ import yaml
 
 from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.ros import rcl_yaml
-from oxygen_ros.ros.config_sections import node_sections, unreached_sections, warn
+from oxygen_ros.ros.config_sections import node_sections, reaches, unreached_sections, warn
 from oxygen_ros.ros.node_parameters import NODE_CHECKS, NODE_SPECS
 from oxygen_ros.ros.robot_topics import robot_topic
 
@@ -281,18 +281,20 @@ def check_cameras(config: Path, overrides: Mapping[str, Mapping] = MappingProxyT
               f"{published} has not: every observation will lack it (the model masks it)")
 
 
-def check_together(config: Path, overrides: Mapping[str, Mapping] = MappingProxyType({}),
-                   nodes=tuple(NODE_SPECS)) -> None:
-    """What the configure of each of `nodes` would refuse in its values taken together
-    (joint limits of another length than joint_names, camera_topics and camera_names apart:
-    ValueError naming the node), found before it starts; each value alone is
-    parameter_value's."""
-    for node in nodes:
+def check_together(config: Path, planned: str, nodes: Mapping[str, str]) -> None:
+    """What the configure of each node (node -> its full name, '/alpha/inference') would
+    refuse in the values the planned parameters YAML (with_overrides of `config`) gives it,
+    taken together: joint limits of another length than joint_names, camera_topics and
+    camera_names apart (ValueError naming the node), found before it starts. Every section
+    that reaches the node counts, later ones winning, as rcl applies them; each value alone
+    is parameter_value's."""
+    document = rcl_yaml.load(planned) or {}
+    for node, full_name in nodes.items():
         values = {name: spec.default for name, spec in NODE_SPECS[node]().items()}
-        given = (node_section(config, "/**") | node_section(config, node)
-                 | dict(overrides.get(node, {})))
-        values |= {name: parameter_value(node, name, value) for name, value in given.items()
-                   if name in values}
+        for section, given in node_sections(config, document, full_names=True):
+            if reaches(section, full_name):
+                values |= {name: parameter_value(node, name, value)
+                           for name, value in given.items() if name in values}
         try:
             NODE_CHECKS[node](values)
         except ValueError as error:
@@ -368,11 +370,12 @@ def node_parameters(arguments: Mapping[str, str], config: Path, node: str) -> st
     given = inference_overrides(arguments) if node == "inference" else {}
     if node == "inference":        # started beside camera_ingest, on the same file
         check_cameras(config)
-        check_together(config, {"inference": given})
     values = sim_time(arguments) | given | topic_overrides(arguments, config, node)
-    unreached_sections(config, node, f"/{namespace}/{node}" if namespace else f"/{node}")
-    return with_overrides(config, {node: values},
-                          {node: f"/{namespace}/{node}"} if namespace else {})
+    full_name = f"/{namespace}/{node}" if namespace else f"/{node}"
+    unreached_sections(config, node, full_name)
+    planned = with_overrides(config, {node: values}, {node: full_name} if namespace else {})
+    check_together(config, planned, {node: full_name})
+    return planned
 
 
 def fleet_parameters(arguments: Mapping[str, str], config: Path) -> str:
@@ -382,6 +385,7 @@ def fleet_parameters(arguments: Mapping[str, str], config: Path) -> str:
     server = arguments.get("server", "") or "inference"
     values = (sim_time(arguments) | inference_overrides(arguments)
               | {"robots": fleet_robots(arguments.get("robots", ""))})
-    check_together(config, {"inference": values}, nodes=("inference",))
     unreached_sections(config, "inference", f"/{server}")
-    return with_overrides(config, {"inference": values}, {"inference": f"/{server}"})
+    planned = with_overrides(config, {"inference": values}, {"inference": f"/{server}"})
+    check_together(config, planned, {"inference": f"/{server}"})
+    return planned

@@ -108,10 +108,12 @@ def render(config_dir: Path = CONFIG_DIR) -> str:
         "(`run`, `demo`, the launch file with `inference:=local`), a camera that "
         "camera_ingest's `camera_names` has and inference's has not stops the start "
         "(inference would drop it from every observation); one only inference has is "
-        "warned of (every observation lacks it; the model masks it). The checks across a "
-        "node's parameters run then too, on the values the node would get (a config's "
-        "`joint_lower_limits` of another length than `joint_names` stops the start naming "
-        "the node, not only its configure). With `-p`, the nodes get one "
+        "warned of (every observation lacks it; the model masks it). For each node they "
+        "start (also camera_ingest alone, `inference:=remote`, and the fleet server) they "
+        "run the checks across its parameters on the values it would get from every section "
+        "that reaches it (a config's `joint_lower_limits` of another length than "
+        "`joint_names` stops the start naming the node, not only its configure). With `-p`, "
+        "the nodes get one "
         "YAML with the overrides written in: rcl given a parameter by a file and by `-p` "
         "with two types keeps the first of bool, int, double, string, not the later value.",
         "",

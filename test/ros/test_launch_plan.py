@@ -167,26 +167,34 @@ def test_every_shipped_config_passes_the_check():
     for name in set(launch_plan.PRESET_CONFIGS.values()):
         launch_plan.read_config(CONFIG / name)
         launch_plan.check_cameras(CONFIG / name)
-        launch_plan.check_together(CONFIG / name)
+        launch_plan.check_together(CONFIG / name, (CONFIG / name).read_text(), {
+            "camera_ingest": "/camera_ingest", "inference": "/inference"})
 
 
 def test_values_a_configure_would_refuse_together_stop_the_launch(tmp_path):
     config = tmp_path / "robot.yaml"
-    config.write_text("inference:\n  ros__parameters:\n    joint_names: [a, b]\n"
-                      "    joint_lower_limits: [-1.0, -1.0]\n    joint_upper_limits: [1.0, 1.0]\n")
-    launch_plan.check_together(config)                     # two joints, two limits each
-    launch_plan.node_parameters({}, config, "inference")
+    limits = "    joint_lower_limits: [-1.0, -1.0]\n    joint_upper_limits: [1.0, 1.0]\n"
+    config.write_text("inference:\n  ros__parameters:\n    joint_names: [a, b]\n" + limits)
+    launch_plan.node_parameters({}, config, "inference")           # two joints, two limits
     with pytest.raises(ValueError, match="^inference: joint_lower_limits, joint_upper_limits "
                                          "and joint_names must have the same length"):
-        launch_plan.check_together(config, {"inference": {"joint_names": ["a", "b", "c"]}})
+        launch_plan.check_together(config, launch_plan.with_overrides(
+            config, {"inference": {"joint_names": ["a", "b", "c"]}}), {"inference": "/inference"})
+    # every section that reaches the node counts: the names in the bare section, the limits
+    # in the robot's full-name section (the namespaced node reads both, as planned)
+    config.write_text("inference:\n  ros__parameters:\n    joint_names: [a, b]\n"
+                      "/alpha/inference:\n  ros__parameters:\n" + limits)
+    launch_plan.node_parameters({"namespace": "alpha"}, config, "inference")
     config.write_text("/**:\n  ros__parameters:\n    camera_names: [base]\n")
     with pytest.raises(ValueError, match=re.escape("camera_ingest: camera_topics (3) and "
-                                                   "camera_names (1)")):
-        launch_plan.node_parameters({}, config, "inference")   # as humanoid.launch.py plans it
+                                                   "camera_names (1)")):   # also started alone
+        launch_plan.node_parameters({"namespace": "alpha", "inference": "remote"}, config,
+                                    "camera_ingest")
     launch_plan.fleet_parameters({"robots": "[alpha]"}, config)   # a server starts no ingest
     config.write_text("inference:\n  ros__parameters:\n    joint_lower_limits: [-1.0]\n")
     with pytest.raises(ValueError, match="^inference: joint_lower_limits"):
-        launch_plan.fleet_parameters({"robots": "[alpha]"}, config)
+        launch_plan.fleet_parameters({"robots": "[alpha]", "server": "fleet_a"}, config)
+
 
 
 def test_a_camera_only_camera_ingest_publishes_stops_the_start_one_it_lacks_is_warned_of(
