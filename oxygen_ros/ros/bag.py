@@ -38,11 +38,16 @@ def recorded_topics(path: str | Path) -> dict[str, int]:
 
 def message_class(msgtype: str):
     """'sensor_msgs/msg/Image' -> the rclpy message class; None where no installed package
-    defines it (a vendor's message type)."""
+    defines it (a vendor's message type). A package that is there but fails to import
+    raises its own error."""
     try:
         package, kind, name = msgtype.split("/")
         return getattr(importlib.import_module(f"{package}.{kind}"), name)
-    except (ValueError, ImportError, AttributeError):
+    except ModuleNotFoundError as error:
+        if error.name not in (package, f"{package}.{kind}"):
+            raise
+        return None
+    except (ValueError, AttributeError):
         return None
 
 

@@ -55,8 +55,8 @@ def supervise(children, stop: threading.Event, duration: float = 0.0,
             break
         stop.wait(0.1)
     stop_children(children, grace_s)
-    if ended is None:
-        ended = next((child for child in children if child.returncode > 0), None)
+    if ended is None or ended.returncode == 0:   # another may have failed as it stopped
+        ended = next((child for child in children if child.returncode > 0), ended)
         if ended is None:
             return 0
     return ended.returncode if ended.returncode >= 0 else 128 - ended.returncode

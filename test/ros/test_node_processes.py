@@ -62,11 +62,11 @@ def test_a_child_that_ignores_sigint_is_killed_after_the_grace_period():
 
 
 def test_a_run_that_ran_its_duration_fails_if_a_node_failed_as_it_was_stopped():
-    def child(on_sigint: str):
+    def child(on_sigint: str, lives_s: int = 600):
         started = subprocess.Popen(
             [sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGINT, "
-             f"lambda *_: sys.exit({on_sigint})); print('ready', flush=True); time.sleep(600)"],
-            stdout=subprocess.PIPE, text=True)
+             f"lambda *_: sys.exit({on_sigint})); print('ready', flush=True); "
+             f"time.sleep({lives_s})"], stdout=subprocess.PIPE, text=True)
         assert started.stdout.readline() == "ready\n"
         return started
 
@@ -74,6 +74,9 @@ def test_a_run_that_ran_its_duration_fails_if_a_node_failed_as_it_was_stopped():
     # after the duration ran out): its exit code, not 0
     assert supervise([child("0"), child("0")], threading.Event(), duration=0.1) == 0
     assert supervise([child("0"), child("1")], threading.Event(), duration=0.1) == 1
+    # one ended on its own, cleanly (a terminal's Ctrl-C reached it first): the other's
+    # failure as it was stopped still counts
+    assert supervise([child("0", lives_s=0), child("1")], threading.Event()) == 1
 
 
 def test_run_starts_each_node_in_its_own_process_and_sigterm_stops_both(processes,
