@@ -94,8 +94,9 @@ def score_run(seed: int, duration_s: float, camera_hz: float, memory_period_s: f
     """A demo run's outputs judged against world `seed`: answers (request id -> text, ids
     from 1 in the bag's order) and why each ended (request id -> finish_reason), the wall
     stamp of the observation each answer read (and the cameras it lacked, request id ->
-    names), memory summaries, executed commands (wall time, values). An answer is judged against the world when its observation was taken
-    (the replay restamps: wall time of bag time 0 + seconds into the bag)."""
+    names), memory summaries, executed commands (wall time, values). An answer is judged
+    against the world when its observation was taken (the replay restamps: wall time of bag
+    time 0 + seconds into the bag)."""
     world = TabletopWorld(seed)
     dialogue = [(t, question) for t, question in demo_dialogue(world) if t < duration_s]
     ids = range(1, len(dialogue) + 1)
