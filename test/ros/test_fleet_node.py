@@ -11,12 +11,15 @@ import time
 import numpy as np
 import yaml
 from oxygen_ros.msg import Observation
+from rclpy.action import ActionClient
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from graph_helpers import CAMERAS, JOINTS, Probe, executable, write_params
+from graph_helpers import CAMERAS, JOINTS, Probe, executable, results, write_params
+from oxygen_ros.action import Ask
 from oxygen_ros.ros import qos
+from oxygen_ros.ros.dialogue_router import ask_client_qos
 from oxygen_ros.ros.image_conversion import rgb_to_image
 
 ROBOTS = ("alpha", "beta")
@@ -121,6 +124,16 @@ def test_two_robots_through_one_server_each_get_their_own_outputs(
                        for m in probe.memory), probe.memory
             level, message, values, _ = alpha.diagnostics[f"oxygen_ros: inference/{robot}"]
             assert values["robot"] == robot and values["watchdog"] == "ok", message
+        # an Ask result says so too
+        asker = ActionClient(beta.node, Ask, "/beta/oxygen/ask", **ask_client_qos(1))
+        assert asker.wait_for_server(timeout_sec=60.0)
+        assert spin_probes(probes.values(), 60.0, lambda: alpha.counter("inference/beta",
+                                                                        "ask_clients") >= 1)
+        sent = asker.send_goal_async(Ask.Goal(question="and now?", max_tokens=4))
+        assert spin_probes(probes.values(), 60.0, sent.done) and sent.result().accepted
+        [answered] = results(beta, [sent.result()], server)
+        assert list(answered.result.missing_cameras) == CAMERAS[1:], answered.result
+        asker.destroy()
 
         def trips(robot: str) -> int:
             return int(alpha.diagnostics[f"oxygen_ros: inference/{robot}"][2]["watchdog_trips"])
