@@ -24,7 +24,8 @@ def world_observation(world: TabletopWorld, t: float, size: int) -> Observation:
 
 
 def world_prefix(world: TabletopWorld, t: float, config: ModelConfig, tokenizer,
-                 normalization: Normalization) -> Prefix:
+                 normalization: Normalization, cameras=CAMERAS) -> Prefix:
+    """cameras: those the observation has (camera_ingest left the others out)."""
     observation = world_observation(world, t, config.vision.image_size)
     joints = observation.state[:config.state_dim]
     state = np.zeros(config.state_dim)
@@ -32,4 +33,5 @@ def world_prefix(world: TabletopWorld, t: float, config: ModelConfig, tokenizer,
     tokens, _ = pi05_prompt_tokens(tokenizer, world.instruction,
                                    normalization.normalize_state(state), config.state_dim,
                                    config.max_prompt_tokens)
-    return build_prefix(config, CAMERAS, observation.images, tokens)
+    return build_prefix(config, CAMERAS, {name: observation.images[name] for name in cameras},
+                        tokens)

@@ -158,3 +158,18 @@ def test_bfloat16_follows_float32_on_unseen_worlds(demo):
     agreement = dtype_agreement(model, other, normalization, worlds=2, times=(1.0, 5.0))
     assert agreement["action_max_difference"] <= 0.02
     assert agreement["answers_same"] >= 0.95
+
+
+def test_a_frame_without_a_wrist_camera_is_answered_as_the_docs_say(demo):
+    """docs/demo-model.md's starved answer: world 1 at 1.6 s, asked what it sees, is right
+    with every camera and names a green box too many without one wrist camera (what
+    test_fleet_demo's starved run once got)."""
+    model, normalization = demo
+    world, tokenizer = TabletopWorld(1), ByteTokenizer()
+    truth = dict(questions(world, 1.6))["what do you see?"]
+    assert truth == "a red block, a blue box and a yellow block"
+    for cameras, expected in [(("base", "left_wrist", "right_wrist"), truth),
+                              (("base", "left_wrist"), "a red block, a blue box, a green box "
+                                                      "and a yellow block")]:
+        prefix = world_prefix(world, 1.6, model.config, tokenizer, normalization, cameras)
+        assert reply(model, *prefilled(model, prefix), "what do you see?") == expected, cameras
