@@ -209,15 +209,15 @@ def node_ros_args(arguments: dict[str, str], config: Path, params) -> list[str]:
 
     launched = launch_plan.inference_overrides(arguments)
     given = param_overrides(params)
-    launch_plan.check_cameras(config, given)
     for node in ("camera_ingest", "inference"):
         launch_plan.unreached_sections(config, node, f"/{node}")
     overrides = {"inference": dict(launched)}
     for node, values in given.items():
         overrides.setdefault(node, {}).update(values)
     planned = launch_plan.with_overrides(config, overrides)
-    launch_plan.check_together(config, planned, {"camera_ingest": "/camera_ingest",
-                                                 "inference": "/inference"})
+    nodes = {"camera_ingest": "/camera_ingest", "inference": "/inference"}
+    launch_plan.check_cameras(config, planned, nodes)
+    launch_plan.check_together(config, planned, nodes)
     if not params:
         return ros_args(str(config), [
             f"inference:{name}:={str(value).lower() if isinstance(value, bool) else value}"

@@ -19,7 +19,6 @@ import difflib
 import os
 import tempfile
 from pathlib import Path
-from types import MappingProxyType
 from typing import Mapping
 
 import yaml
@@ -259,17 +258,27 @@ def node_section(config: Path, node: str) -> dict:
     return dict((document.get(node) or {}).get("ros__parameters") or {})
 
 
-def check_cameras(config: Path, overrides: Mapping[str, Mapping] = MappingProxyType({})) -> None:
-    """camera_ingest publishes its cameras by name and inference reads the ones it knows:
-    a name only camera_ingest has would be dropped from every observation (ValueError); one
-    only inference has would be missing from every one (a warning: the model masks it, as
-    for a robot short of a camera)."""
-    def names(node: str) -> list:
-        values = (node_section(config, "/**") | node_section(config, node)
-                  | dict(overrides.get(node, {})))
-        return list(values.get("camera_names", NODE_SPECS[node]()["camera_names"].default))
+def planned_values(config: Path, document: dict, node: str, full_name: str) -> dict:
+    """The parameters the node named `full_name` ('/alpha/inference') takes from a planned
+    YAML document: its defaults, then every section that reaches it, later ones winning, as
+    rcl applies them (each value checked alone by parameter_value)."""
+    values = {name: spec.default for name, spec in NODE_SPECS[node]().items()}
+    for section, given in node_sections(config, document, full_names=True):
+        if reaches(section, full_name):
+            values |= {name: parameter_value(node, name, value)
+                       for name, value in given.items() if name in values}
+    return values
 
-    published, read = names("camera_ingest"), names("inference")
+
+def check_cameras(config: Path, planned: str, nodes: Mapping[str, str]) -> None:
+    """camera_ingest publishes its cameras by name and inference reads the ones it knows,
+    each taking camera_names from the planned YAML (with_overrides of `config`) under its
+    full name in `nodes`: a name only camera_ingest has would be dropped from every
+    observation (ValueError); one only inference has would be missing from every one (a
+    warning: the model masks it, as for a robot short of a camera)."""
+    document = rcl_yaml.load(planned) or {}
+    published, read = (list(planned_values(config, document, node, nodes[node])["camera_names"])
+                       for node in ("camera_ingest", "inference"))
     unknown = [name for name in published if name not in read]
     if unknown:
         raise ValueError(f"camera_ingest's camera_names {published} has {unknown}, which "
@@ -284,19 +293,13 @@ def check_cameras(config: Path, overrides: Mapping[str, Mapping] = MappingProxyT
 def check_together(config: Path, planned: str, nodes: Mapping[str, str]) -> None:
     """What the configure of each node (node -> its full name, '/alpha/inference') would
     refuse in the values the planned parameters YAML (with_overrides of `config`) gives it,
-    taken together: joint limits of another length than joint_names, camera_topics and
-    camera_names apart (ValueError naming the node), found before it starts. Every section
-    that reaches the node counts, later ones winning, as rcl applies them; each value alone
-    is parameter_value's."""
+    taken together (planned_values): joint limits of another length than joint_names,
+    camera_topics and camera_names apart (ValueError naming the node), found before it
+    starts."""
     document = rcl_yaml.load(planned) or {}
     for node, full_name in nodes.items():
-        values = {name: spec.default for name, spec in NODE_SPECS[node]().items()}
-        for section, given in node_sections(config, document, full_names=True):
-            if reaches(section, full_name):
-                values |= {name: parameter_value(node, name, value)
-                           for name, value in given.items() if name in values}
         try:
-            NODE_CHECKS[node](values)
+            NODE_CHECKS[node](planned_values(config, document, node, full_name))
         except ValueError as error:
             raise ValueError(f"{node}: {error}") from None
 
@@ -368,10 +371,13 @@ def node_parameters(arguments: Mapping[str, str], config: Path, node: str) -> st
     and its topics set in its section, which a namespaced node finds under its full name."""
     namespace = robot_namespace(arguments)
     given = inference_overrides(arguments) if node == "inference" else {}
-    if node == "inference":        # started beside camera_ingest, on the same file
-        check_cameras(config)
     values = sim_time(arguments) | given | topic_overrides(arguments, config, node)
-    full_name = f"/{namespace}/{node}" if namespace else f"/{node}"
+    full_names = {started: f"/{namespace}/{started}" if namespace else f"/{started}"
+                  for started in ("camera_ingest", "inference")}
+    full_name = full_names[node]
+    if node == "inference":        # started beside camera_ingest, on the same file
+        check_cameras(config, with_overrides(config, {"camera_ingest": {}, node: values},
+                                             full_names if namespace else {}), full_names)
     unreached_sections(config, node, full_name)
     planned = with_overrides(config, {node: values}, {node: full_name} if namespace else {})
     check_together(config, planned, {node: full_name})

@@ -17,6 +17,7 @@ from oxygen_ros.ros import launch_plan, rcl_yaml
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config"
 GIVEN = {"preset": "tiny", "checkpoint": "/ckpt", "tokenizer": "/tok.model", "dry_run": "false"}
+BOTH = {"camera_ingest": "/camera_ingest", "inference": "/inference"}
 
 
 @pytest.mark.parametrize("given", [dict(c) for n in range(5)
@@ -166,9 +167,8 @@ def test_a_section_or_wildcard_parameter_near_one_of_ours_is_warned_of(tmp_path,
 def test_every_shipped_config_passes_the_check():
     for name in set(launch_plan.PRESET_CONFIGS.values()):
         launch_plan.read_config(CONFIG / name)
-        launch_plan.check_cameras(CONFIG / name)
-        launch_plan.check_together(CONFIG / name, (CONFIG / name).read_text(), {
-            "camera_ingest": "/camera_ingest", "inference": "/inference"})
+        launch_plan.check_cameras(CONFIG / name, (CONFIG / name).read_text(), BOTH)
+        launch_plan.check_together(CONFIG / name, (CONFIG / name).read_text(), BOTH)
 
 
 def test_values_a_configure_would_refuse_together_stop_the_launch(tmp_path):
@@ -201,20 +201,34 @@ def test_a_camera_only_camera_ingest_publishes_stops_the_start_one_it_lacks_is_w
         tmp_path, capsys):
     config = tmp_path / "robot.yaml"
     config.write_text("/**:\n  ros__parameters:\n    camera_names: [base, left_wrist]\n")
-    launch_plan.check_cameras(config)                      # both nodes read the wildcard
+    launch_plan.check_cameras(config, config.read_text(), BOTH)   # both read the wildcard
     mistyped = {"camera_ingest": {"camera_names": ["base", "left_wirst"]}}
     with pytest.raises(ValueError, match=re.escape(
             "camera_ingest's camera_names ['base', 'left_wirst'] has ['left_wirst'], which "
             "inference's ['base', 'left_wrist'] has not")):
-        launch_plan.check_cameras(config, mistyped)
+        launch_plan.check_cameras(config, launch_plan.with_overrides(config, mistyped), BOTH)
+    wildcard = config.read_text()
     with pytest.raises(ValueError, match="left_wirst"):    # as humanoid.launch.py plans it
         config.write_text(yaml.dump({"camera_ingest": {"ros__parameters": mistyped[
             "camera_ingest"]}}))
         launch_plan.node_parameters({}, config, "inference")
+    # a robot's namespaced nodes read their full-name sections, the wildcard and the bare
+    # section moved under the full name (as with_overrides plans each node)
+    config.write_text(wildcard + yaml.dump({"/alpha/camera_ingest": {
+        "ros__parameters": mistyped["camera_ingest"]}}))
+    launch_plan.node_parameters({}, config, "inference")        # /camera_ingest: the wildcard
+    with pytest.raises(ValueError, match="left_wirst"):
+        launch_plan.node_parameters({"namespace": "alpha"}, config, "inference")
+    config.write_text(yaml.dump({"camera_ingest": {"ros__parameters": mistyped[
+        "camera_ingest"]}, "inference": {"ros__parameters": {"camera_names": [
+            "base", "left_wirst"]}}}))
+    launch_plan.node_parameters({"namespace": "alpha"}, config, "inference")
     assert capsys.readouterr().err == ""
-    launch_plan.check_cameras(config, {"camera_ingest": {"camera_names": ["base"]}})
-    assert "inference's camera_names ['base', 'left_wrist', 'right_wrist'] has ['left_wrist', " \
-        "'right_wrist'], which camera_ingest's ['base'] has not" in capsys.readouterr().err
+    config.write_text(wildcard)
+    launch_plan.check_cameras(config, launch_plan.with_overrides(
+        config, {"camera_ingest": {"camera_names": ["base"]}}), BOTH)
+    assert "inference's camera_names ['base', 'left_wrist'] has ['left_wrist'], which " \
+        "camera_ingest's ['base'] has not" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("node, name, given, taken", [
