@@ -73,7 +73,7 @@ class RobotPort:
         self.latest: Optional[tuple] = None
         self.stops = StopMark(self.watchdog_s, self.period)
         # engine stamp -> (ROS stamp, receipt, cameras it lacked)
-        self._ros_stamps: OrderedDict = OrderedDict()
+        self._observed: OrderedDict = OrderedDict()
         self._frame_sources: OrderedDict = OrderedDict()  # frame id -> (ROS stamp, lacked)
         self.chunk_latencies: deque = deque(maxlen=50)
         self.command_times: deque = deque(maxlen=control_link.TIMES_KEPT)
@@ -169,9 +169,9 @@ class RobotPort:
         arrival = time.monotonic()
         self.stops.observation(arrival)
         missing = tuple(c for c in self.camera_names if c not in observation.images)
-        self._ros_stamps[engine_stamp] = (stamp, arrival, missing)
-        while len(self._ros_stamps) > OBSERVATIONS_KEPT:
-            self._ros_stamps.popitem(last=False)
+        self._observed[engine_stamp] = (stamp, arrival, missing)
+        while len(self._observed) > OBSERVATIONS_KEPT:
+            self._observed.popitem(last=False)
         self.latest = (observation, arrival, stamp)
         self.control.send(control_link.observed_message(arrival))
         self.counters["observations"] += 1
@@ -198,7 +198,7 @@ class RobotPort:
     def on_chunk(self, chunk, active: bool, dry_run: bool) -> None:
         self.chunk_latencies.append(chunk.latency_s)
         self.frame_starts.append(self.engine.clock.now() - chunk.latency_s)
-        stamp, arrival, missing = self._ros_stamps.get(chunk.stamp, (None, math.nan, ()))
+        stamp, arrival, missing = self._observed.get(chunk.stamp, (None, math.nan, ()))
         if stamp is None:    # its observation is long gone: the engine clock's offset
             stamp = chunk.stamp + (self.node.get_clock().now().nanoseconds * 1e-9
                                    - self.engine.clock.now())
