@@ -303,6 +303,7 @@ class RobotPort:
             "watchdog": "stale" if self.control.stale else "ok",
             "refused": self.robot.refused,
             "times_shed": self.robot.times_shed,
+            "control_lost_messages": self.control.lost_messages,
         } | self.real_time_report(torch_threads) | self.health.values() | dict(self.counters)
         self.report_capacity()
         self.report_admission()

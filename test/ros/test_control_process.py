@@ -1,7 +1,10 @@
 """The control process's handling of the node's messages, in-process on a real rclpy node
 and a socketpair, its monotonic clock driven by the test: a chunk that a frame finishes
-after the watchdog stopped the actions is not played when observations come back."""
+after the watchdog stopped the actions is not played when observations come back. And
+the node's link to a real control process that stops reading: messages lost, counted."""
 
+import os
+import signal
 import socket
 
 import numpy as np
@@ -82,3 +85,23 @@ def test_with_hold_the_last_command_is_held_until_a_fresh_chunk_comes(rclpy_cont
         node.destroy_node()
         for end in sockets:
             end.close()
+
+
+def test_a_control_process_that_stops_reading_loses_messages_counted_without_stalling():
+    link = control_link.ControlLink(control_link.ControlSettings(
+        node_name="lossy", namespace="/", topic="/lossy_commands", rate_hz=50.0, priority=0,
+        lower=(-9.0, -9.0), upper=(9.0, 9.0), watchdog_s=0.5, hold=False, blend_s=0.0,
+        publish=False, use_sim_time=False))
+    os.kill(link.process.pid, signal.SIGSTOP)          # alive, reading nothing
+    try:
+        message = control_link.plan_message(np.zeros((50, 2)), 1.0, 0.02, 1.0, 1.0)
+        sends = 0
+        while link.lost_messages == 0 and sends < 100_000:   # each send returns at once
+            link.send(message)
+            sends += 1
+        assert link.lost_messages == 1 and 0 < sends < 100_000
+        link.send(message)
+        assert link.lost_messages == 2
+    finally:
+        os.kill(link.process.pid, signal.SIGCONT)
+        assert link.close() is not None

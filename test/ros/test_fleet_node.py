@@ -124,6 +124,7 @@ def test_two_robots_through_one_server_each_get_their_own_outputs(
                        for m in probe.memory), probe.memory
             level, message, values, _ = alpha.diagnostics[f"oxygen_ros: inference/{robot}"]
             assert values["robot"] == robot and values["watchdog"] == "ok", message
+            assert values["control_lost_messages"] == "0", values  # its control process reads
         # an Ask result says so too
         asker = ActionClient(beta.node, Ask, "/beta/oxygen/ask", **ask_client_qos(1))
         assert asker.wait_for_server(timeout_sec=60.0)
