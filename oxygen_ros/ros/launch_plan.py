@@ -329,22 +329,32 @@ def starts_inference(arguments: Mapping[str, str]) -> bool:
 
 
 def topic_overrides(arguments: Mapping[str, str], config: Path, node: str) -> dict:
-    """The node's topic parameters that differ from its YAML: each absolute one under the
-    robot's namespace (namespace:=; a relative one is there already, the node being in that
-    namespace), and those a launch argument names (joint_states_topic, command_topic,
-    trajectory_topic), as given."""
+    """The node's topic parameters that differ from its YAML: under the robot's namespace
+    (namespace:=), each absolute one the defaults or a section every start reads give (the
+    bare `<node>:`, `/**`) placed in that namespace (a relative one is there already, the
+    node being in it), one the robot's own sections give (`/alpha/<node>:`) as written
+    there and winning; and those a launch argument names (joint_states_topic,
+    command_topic, trajectory_topic), as given."""
     namespace = robot_namespace(arguments)
     overrides = {}
     if namespace:
-        section, defaults = node_section(config, node), NODE_SPECS[node]()
-
         def placed(topic: str) -> str:
             return robot_topic(namespace, topic) if topic.startswith("/") else topic
 
-        for name in ROBOT_TOPICS[node]:
-            value = section.get(name, defaults[name].default)
-            overrides[name] = ([placed(v) for v in value] if isinstance(value, (list, tuple))
-                               else placed(value))
+        generic = {name: NODE_SPECS[node]()[name].default for name in ROBOT_TOPICS[node]}
+        own = {}
+        for section, given in node_sections(config, rcl_yaml.load(config.read_text()) or {},
+                                            full_names=True):
+            if reaches(section, f"/{node}"):
+                reached = generic
+            elif reaches(section, f"/{namespace}/{node}"):
+                reached = own
+            else:
+                continue
+            reached.update({name: parameter_value(node, name, value)
+                            for name, value in given.items() if name in generic})
+        overrides = {name: [placed(v) for v in value] if isinstance(value, (list, tuple))
+                     else placed(value) for name, value in generic.items()} | own
     for argument, (owner, name) in TOPIC_ARGUMENTS.items():
         if owner == node and arguments.get(argument, ""):
             overrides[name] = arguments[argument]

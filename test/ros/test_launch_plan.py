@@ -347,6 +347,30 @@ def test_a_relative_topic_of_a_named_robot_resolves_where_the_fleet_server_looks
         server.destroy_node()
 
 
+def test_a_robots_own_section_names_its_topics_as_written_and_wins(tmp_path):
+    config = tmp_path / "robots.yaml"
+    rig = ["/rig/base", "/rig/left", "/rig/right"]
+    config.write_text(yaml.dump({
+        "/alpha/camera_ingest": {"ros__parameters": {"camera_topics": rig}},
+        "camera_ingest": {"ros__parameters": {"camera_topics": ["/c/0", "/c/1", "/c/2"],
+                                              "observation_topic": "/obs"}},
+        "/**": {"ros__parameters": {"instruction_topic": "/task"}},
+        "/alpha/inference": {"ros__parameters": {"command_topic": "/arm/cmd"}}}))
+    ingest = launch_plan.topic_overrides({"namespace": "alpha"}, config, "camera_ingest")
+    assert ingest["camera_topics"] == rig               # the robot's own, as written
+    assert ingest["observation_topic"] == "/alpha/obs"  # the bare section's, placed
+    assert ingest["instruction_topic"] == "/alpha/task"  # the wildcard's, placed
+    beta = launch_plan.topic_overrides({"namespace": "beta"}, config, "camera_ingest")
+    assert beta["camera_topics"] == ["/beta/c/0", "/beta/c/1", "/beta/c/2"]
+    planned = rcl_yaml.load(launch_plan.node_parameters({"namespace": "alpha"}, config,
+                                                        "inference"))
+    assert planned["/alpha/inference"]["ros__parameters"]["command_topic"] == "/arm/cmd"
+    assert planned["/alpha/inference"]["ros__parameters"]["instruction_topic"] == "/alpha/task"
+    planned = rcl_yaml.load(launch_plan.node_parameters({"namespace": "alpha"}, config,
+                                                        "camera_ingest"))
+    assert planned["/alpha/camera_ingest"]["ros__parameters"]["camera_topics"] == rig
+
+
 def test_a_section_under_the_started_nodes_name_wins_and_one_no_node_reads_is_warned_of(
         tmp_path, capsys):
     config = tmp_path / "robots.yaml"
