@@ -40,7 +40,9 @@ class RobotPort:
         self.node, self.name = node, name
         self.counters: Counter = Counter()
         self.problems = diagnostics.BurstLogger(node.get_logger())
-        self.status_name = "oxygen_ros: inference" + (f"/{name}" if name else "")
+        # a fleet server's port is named by its robot, a robot's own node by its namespace
+        robot = name or node.get_namespace().strip("/")
+        self.status_name = "oxygen_ros: inference" + (f"/{robot}" if robot else "")
         self.engine = None
         self.dialogue: Optional[DialogueRouter] = None
         self.control: Optional[control_link.ControlLink] = None
