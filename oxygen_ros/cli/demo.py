@@ -217,8 +217,8 @@ def add_commands(sub) -> None:
     demo.add_argument("--duration", type=demo_bag_duration,
                       default=12.0,
                       help="length of the demo bag in seconds (default 12: the episodes "
-                           "the demo model was trained on; after 12 s its memory summaries "
-                           "are outside what it learned)")
+                           "the demo model was trained on; it learned memory windows ending "
+                           "at 4 and 8 s, later summaries are outside what it learned)")
     demo.add_argument("--robots", type=bounded(int, least=1), default=1,
                       help="robots served by the one inference process (default 1): robot_i "
                            "replays world seed+i under /robot_i/ through its own camera_ingest; "

@@ -4,7 +4,7 @@ The per-step commands are published by a process of their own (control_process.p
 node's process every thread waits for the one interpreter lock, and rclpy holds it through
 calls that block — a service response to a client DDS has not matched yet waits up to the
 writer's max_blocking_time (Fast DDS: 100 ms) — so a `ros2 param list` held the commands
-for 100-640 ms. The node tells its control process, over a socketpair of ordered, atomic
+for up to 640 ms. The node tells its control process, over a socketpair of ordered, atomic
 messages, what the commands come from: each new plan, each observation's arrival, whether
 it is active; the control process answers with what it did. When the node's process
 ends, its socket closes and the control process ends with it."""

@@ -123,7 +123,7 @@ ENGINE_DIFFERENCES = {
                     "when the plan in force needs its successor"),
     "action_dt_s": dataclasses.replace(
         specs(EngineConfig)["action_dt_s"], default=0.0, range=(0.0, 10.0),
-        description="seconds between chunk steps; 0: 1 / control_rate_hz"),
+        description="seconds between chunk steps (0.0001 to 10); 0: 1 / control_rate_hz"),
 }
 
 

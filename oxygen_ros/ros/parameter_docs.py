@@ -30,14 +30,6 @@ def shipped_overrides(config_dir: Path = CONFIG_DIR) -> dict[str, dict[str, dict
     return out
 
 
-def node_values(path: Path, node: str) -> dict:
-    """Every parameter value `node` runs with from the YAML at path: the YAML over the
-    code's defaults."""
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    given = (data.get(node) or {}).get("ros__parameters") or {}
-    return {name: spec.default for name, spec in NODE_SPECS[node]().items()} | given
-
-
 def _value(value) -> str:
     if isinstance(value, bool):
         return str(value).lower()
@@ -87,7 +79,9 @@ def render(config_dir: Path = CONFIG_DIR) -> str:
         "A value is checked once, by the same code at set time and at start or configure: "
         "outside its range or allowed values, not finite, or refused by the node's checks "
         "across parameters (joint lists of one length, lower limits not above upper ones, "
-        "distinct non-empty names), `ros2 param set` answers unsuccessful with the reason "
+        "distinct non-empty names, camera_topics as many as camera_names, tokens_per_frame "
+        "not above max_tokens_per_frame, the rtc_ settings together), `ros2 param set` "
+        "answers unsuccessful with the reason "
         "and the value stays. camera_ingest's parameters are read-only (read at start: "
         "restart it to change one); inference takes a new value only while unconfigured "
         "(it reads them at configure: deactivate, cleanup, set, configure). "
