@@ -35,7 +35,6 @@ class PagePool:
         self._prev = [num_pages] + list(range(num_pages))
         self.num_free = num_pages
         self._owner_pages: dict[str, int] = defaultdict(int)
-        self._owner_peak: dict[str, int] = defaultdict(int)
         self.peak_pages = 0
 
     # -- free queue -------------------------------------------------------------------
@@ -100,7 +99,6 @@ class PagePool:
     # -- accounting -------------------------------------------------------------------
     def _account(self, owner: str, delta: int) -> None:
         self._owner_pages[owner] += delta
-        self._owner_peak[owner] = max(self._owner_peak[owner], self._owner_pages[owner])
         self.peak_pages = max(self.peak_pages, self.used_pages)
 
     @property
@@ -120,12 +118,8 @@ class PagePool:
         owners = dict(self._owner_pages)    # one copy: /diagnostics reads from its thread
         return {o: n * self.page_bytes for o, n in owners.items() if n}
 
-    def peak_bytes_by_owner(self) -> dict[str, int]:
-        return {o: n * self.page_bytes for o, n in self._owner_peak.items()}
-
     def reset_peak(self) -> None:
         self.peak_pages = self.used_pages
-        self._owner_peak = defaultdict(int, self._owner_pages)
 
     def check_whole(self) -> None:
         """Raise unless every page is free and the free queue links all of them once."""

@@ -19,11 +19,6 @@ class FrameLoop:
         self.last_stamps: dict[str, float] = {}   # per robot: observation of its plan in force
         self.next_idle_at = -float("inf")
 
-    def run_once(self, observation: Optional[Observation]) -> float:
-        """One unit of work given the single robot's newest fresh observation (None: none is
-        fresh, actions are stopped); returns how long the caller may sleep."""
-        return self.run_robots({self.engine.robot.name: observation})
-
     def run_robots(self, newest: Mapping[str, Optional[Observation]]) -> float:
         """One unit of work given each robot's newest fresh observation (None: none is
         fresh, that robot's actions are stopped); returns how long the caller may sleep

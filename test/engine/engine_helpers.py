@@ -154,7 +154,7 @@ def simulate(engine, clock, duration, camera_hz=30.0, delivery_s=0.0, arrivals=N
                 observations[index] = Observation(images, rng.uniform(-1, 1, 6),
                                                   "stack the blocks", start + index / camera_hz)
             observation = observations[index]
-        clock.advance(loop.run_once(observation))
+        clock.advance(loop.run_robots({engine.robot.name: observation}))
     engine.serve = serve
 
     fades = engine.config.chunk_switch == "crossfade"

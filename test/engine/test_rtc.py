@@ -286,8 +286,9 @@ def test_once_actions_stop_the_next_chunk_starts_a_new_plan(tiny_model):
     events = Events(engine)
     loop = FrameLoop(engine)
     frames = stream(3)
-    loop.run_once(frames[0])
-    loop.run_once(None)              # no fresh observation: the node's watchdog stopped it
+    robot = engine.robot.name
+    loop.run_robots({robot: frames[0]})
+    loop.run_robots({robot: None})      # no fresh observation: the node's watchdog stopped it
     assert engine.robot.actions.plan is None and engine.robot.timing.plan_stamp is None
-    loop.run_once(frames[1])         # within the abandoned plan's horizon
+    loop.run_robots({robot: frames[1]})  # within the abandoned plan's horizon
     assert [c.rtc for c in events.chunks] == [False, False]
