@@ -159,7 +159,8 @@ def cmd_bench_fleet(args: argparse.Namespace) -> int:
     if args.camera_killed == 1:
         return usage_error("bench-fleet", "--camera-killed needs 2 robots or more (0: skip)")
     try:
-        configuration = demo_configuration(args)
+        # every run names its robots, the one of N = 1 too
+        configuration = demo_configuration(args, max(args.robots + [args.camera_killed]))
     except ValueError as error:
         return usage_error("bench-fleet", str(error))
     ros_environment()

@@ -36,7 +36,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.kill_camera is not None and args.robots < 2:
         return usage_error("demo", f"--kill-camera needs --robots 2 or more, not {args.robots}")
     try:
-        configuration = demo_configuration(args)
+        configuration = demo_configuration(args, args.robots if args.robots > 1 else 0)
     except ValueError as error:
         return usage_error("demo", str(error))
     if args.bag and Path(args.bag).exists():
@@ -65,15 +65,17 @@ class DemoConfiguration(NamedTuple):
     overrides: dict          # the -p options: node -> name -> value
 
 
-def demo_configuration(args: argparse.Namespace) -> DemoConfiguration:
+def demo_configuration(args: argparse.Namespace, named_robots: int = 0) -> DemoConfiguration:
     """What the demo runs: as the launch file with the options given (commands on unless
-    --dry-run: it shows every output)."""
+    --dry-run: it shows every output); with named_robots, camera_ingest runs under each of
+    robot_0 … robot_<named_robots - 1> (0: one robot, no namespace)."""
     from oxygen_ros.ros import launch_plan
     from oxygen_ros.ros.node_parameters import inference_specs
 
     arguments = launch_arguments(args, dry_run="false")
     config = chosen_config(arguments)
-    node_args = node_ros_args(arguments, config, args.param)
+    node_args = node_ros_args(arguments, config, args.param,
+                              launch_plan.demo_robot_names(named_robots))
     overrides = param_overrides(args.param)
     parameters = ({name: spec.default for name, spec in inference_specs().items()}
                   | launch_plan.inference_parameters(arguments, config)

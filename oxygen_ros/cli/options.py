@@ -6,6 +6,7 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from oxygen_ros.resources import share_path
 
@@ -199,30 +200,36 @@ def chosen_config(arguments: dict[str, str]) -> Path:
     return launch_plan.config_file(arguments, share_path("config"))
 
 
-def node_ros_args(arguments: dict[str, str], config: Path, params) -> list[str]:
+def node_ros_args(arguments: dict[str, str], config: Path, params,
+                  robots: Sequence[str] = ()) -> list[str]:
     """--ros-args for both nodes as the launch file gives them: the YAML (chosen_config),
     then the overridable arguments (as -p, each of the type the checked YAML gives it), and
     with -p options, the YAML written again with every override in its node's section
     (launch_plan.with_overrides: a -p of another type than the file's value would not
-    win)."""
+    win). With `robots` (the demo's fleet), a camera_ingest under each robot's namespace
+    (launch_plan.namespaced_ingest of that YAML), each checked against the inference node."""
     from oxygen_ros.ros import launch_plan
 
     launched = launch_plan.inference_overrides(arguments)
     given = param_overrides(params)
-    for node in ("camera_ingest", "inference"):
-        launch_plan.unreached_sections(config, node, f"/{node}")
+    ingests = {robot: f"/{robot}/camera_ingest" for robot in robots} or {"": "/camera_ingest"}
+    launch_plan.unreached_sections(config, "camera_ingest", *ingests.values())
+    launch_plan.unreached_sections(config, "inference", "/inference")
     overrides = {"inference": dict(launched)}
     for node, values in given.items():
         overrides.setdefault(node, {}).update(values)
     planned = launch_plan.with_overrides(config, overrides)
-    nodes = {"camera_ingest": "/camera_ingest", "inference": "/inference"}
-    launch_plan.check_cameras(config, planned, nodes)
-    launch_plan.check_together(config, planned, nodes)
+    file = launch_plan.parameters_file(planned) if params else str(config)
+    for robot, ingest in ingests.items():
+        plan = launch_plan.namespaced_ingest(Path(file), robot) if robot else planned
+        nodes = {"camera_ingest": ingest, "inference": "/inference"}
+        launch_plan.check_cameras(config, plan, nodes)
+        launch_plan.check_together(config, plan, nodes)
     if not params:
-        return ros_args(str(config), [
+        return ros_args(file, [
             f"inference:{name}:={str(value).lower() if isinstance(value, bool) else value}"
             for name, value in launched.items()])
-    return ros_args(launch_plan.parameters_file(planned), [])
+    return ros_args(file, [])
 
 
 def param_overrides(params) -> dict[str, dict]:

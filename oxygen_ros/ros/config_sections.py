@@ -13,16 +13,18 @@ def warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-def unreached_sections(config: Path, node: str, started: str) -> None:
-    """Warn of each section of `node` in the config that the node this start runs, named
-    `started` ('/alpha/inference'), does not read: one under another namespace or name (the
-    bare `<node>:` section is the one every start gives its node)."""
+def unreached_sections(config: Path, node: str, *started: str) -> None:
+    """Warn of each section of `node` in the config that no node of `node` this start runs,
+    each named in `started` ('/alpha/inference'), reads: one under another namespace or
+    name (the bare `<node>:` section is the one every start gives its node)."""
     document = rcl_yaml.load(config.read_text()) or {}
+    own = [name for name in started if name != f"/{node}"]
     for full, _ in node_sections(config, document, full_names=True):
-        if full.rsplit("/", 1)[-1] == node and not reaches(full, f"/{node}", started):
+        if full.rsplit("/", 1)[-1] == node and not reaches(full, f"/{node}", *started):
             warn(f"config file {config}: section {full!r} reaches no node this start runs "
-                  f"({node} runs as {started!r} and reads the {node!r} section"
-                  + (f" and {started!r}" if started != f"/{node}" else "") + ")")
+                  f"({node} runs as {' and '.join(map(repr, started))} and reads the "
+                  f"{node!r} section" + (f" and {', '.join(map(repr, own))}" if own else "")
+                  + ")")
 
 
 def reaches(section: str, *names: str) -> bool:

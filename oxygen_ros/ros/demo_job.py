@@ -60,7 +60,7 @@ class DemoJob:
         quiet (bench-fleet: the same names in every mode)."""
         if self.robots == 1 and not self.separate and self.live:
             return [""]
-        return [f"robot_{i}" for i in range(self.robots)]
+        return launch_plan.demo_robot_names(self.robots)
 
 
 class DemoProgress:
@@ -158,10 +158,8 @@ def start_ingests(ros_args: list, robots: list[str], directory: Path, output=Non
     config = _config(ros_args)
     ingests = []
     for robot in robots:
-        topics = launch_plan.topic_overrides({"namespace": robot}, config, "camera_ingest")
         robot_yaml = directory / f"{robot}_camera_ingest.yaml"
-        robot_yaml.write_text(launch_plan.with_overrides(
-            config, {"camera_ingest": topics}, {"camera_ingest": f"/{robot}/camera_ingest"}))
+        robot_yaml.write_text(launch_plan.namespaced_ingest(config, robot))
         ingests.append(subprocess.Popen(
             node_command("camera_ingest", "camera_ingest")
             + ["--ros-args", "--params-file", str(robot_yaml), "-r", f"__ns:=/{robot}"],

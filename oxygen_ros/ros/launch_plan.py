@@ -361,6 +361,20 @@ def topic_overrides(arguments: Mapping[str, str], config: Path, node: str) -> di
     return overrides
 
 
+def demo_robot_names(count: int) -> list[str]:
+    """robot_0, robot_1, …: the robots `oxygen-ros demo --robots N` and bench-fleet serve."""
+    return [f"robot_{i}" for i in range(count)]
+
+
+def namespaced_ingest(config: Path, robot: str) -> str:
+    """The parameters YAML a robot's camera_ingest under /<robot> gets from `config` (as
+    `humanoid.launch.py namespace:=<robot> inference:=remote` gives it): its topics placed
+    there (topic_overrides) and its section moved to its full name."""
+    return with_overrides(config, {"camera_ingest": topic_overrides({"namespace": robot},
+                                                                    config, "camera_ingest")},
+                          {"camera_ingest": f"/{robot}/camera_ingest"})
+
+
 def fleet_robots(value: str) -> list[str]:
     """The fleet server's robots from robots:= ('[alpha, beta]' or 'alpha,beta'), checked."""
     text = value.strip()

@@ -274,6 +274,43 @@ def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
     assert written["dry_run"] is dry_run is True
 
 
+def test_the_fleet_demo_checks_each_robots_camera_ingest_where_it_runs(tmp_path, capsys):
+    """demo --robots 2 runs /robot_0/camera_ingest and /robot_1/camera_ingest: a section of
+    robot_1's is theirs (no warning), checked against inference as that node gets it."""
+    from oxygen_ros.cli import build_parser
+    from oxygen_ros.cli.demo import demo_configuration
+
+    config = tmp_path / "fleet.yaml"
+    topics = ["cameras/base", "cameras/left", "cameras/head"]
+
+    def section(names):
+        config.write_text(yaml.dump({"/robot_1/camera_ingest": {"ros__parameters": {
+            "camera_names": names, "camera_topics": topics}}}))
+
+    def demo(*extra):
+        return demo_configuration(build_parser().parse_args(
+            ["demo", "--config", str(config), *extra]), named_robots=2)
+
+    section(["base", "left_wrist", "head"])
+    args = build_parser().parse_args(["demo", "--config", str(config), "--robots", "2"])
+    assert args.func(args) == 2                          # refused before anything starts
+    assert "oxygen-ros demo: camera_ingest's camera_names ['base', 'left_wrist', 'head'] has " \
+        "['head'], which inference's ['base', 'left_wrist', 'right_wrist'] has not" \
+        in capsys.readouterr().err
+    with pytest.raises(ValueError, match="'head'"):      # -p options: their YAML is checked
+        demo("-p", "inference:memory_period_s:=6")
+    assert "reaches no node" not in capsys.readouterr().err
+    demo_configuration(build_parser().parse_args(["demo", "--config", str(config)]))
+    assert "section '/robot_1/camera_ingest' reaches no node this start runs (camera_ingest " \
+        "runs as '/camera_ingest' and reads the 'camera_ingest' section)" in capsys.readouterr().err
+    section(["base", "left_wrist", "right_wrist"])
+    demo()
+    warned = capsys.readouterr().err
+    assert "reaches no node" not in warned and "camera_names" not in warned, warned
+    robot_1 = rcl_yaml.load(launch_plan.namespaced_ingest(config, "robot_1"))
+    assert robot_1["/robot_1/camera_ingest"]["ros__parameters"]["camera_topics"] == topics
+
+
 def test_the_demo_checks_its_config_file_once(tmp_path, capsys):
     """make run's configuration reads the YAML once: a warning about it is printed once."""
     from oxygen_ros.cli import build_parser
