@@ -71,13 +71,17 @@ KIND_NAMES = {bool: ("true or false", "true or false"), int: ("a whole number", 
               float: ("a number", "numbers"), str: ("a string", "strings")}
 
 
+# why a word meant as text arrives as a bool (rcl reads YAML 1.1 plain scalars)
+BOOLEAN_WORDS = ("YAML reads y/n, yes/no, true/false and on/off as booleans: quote a word "
+                 "meant as text, as 'n'")
+
+
 def _typed(name: str, kind: type, value, which: str = ""):
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
-    hint = (" (YAML reads true/false/yes/no/on/off as booleans: quote a word meant as "
-            "text, as 'yes')") if kind is str and isinstance(value, bool) else ""
+    hint = f" ({BOOLEAN_WORDS})" if kind is str and isinstance(value, bool) else ""
     raise ValueError(f"{name} must be {KIND_NAMES[kind][0]}{which}, not {value!r}{hint}")
 
 

@@ -23,6 +23,7 @@ from typing import Mapping
 
 import yaml
 
+from oxygen_ros.engine.parameters import BOOLEAN_WORDS
 from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.ros import rcl_yaml
 from oxygen_ros.ros.config_sections import node_sections, reaches, unreached_sections, warn
@@ -53,6 +54,7 @@ TYPO = 0.8
 # parameters rclpy declares on every node, and its QoS overrides (their parameters exist
 # only where a node opts in: these nodes do not, so such values change nothing)
 ROS_OWN = ("use_sim_time", "start_type_description_service", "qos_overrides")
+ROS_OWN_BOOLEANS = ("use_sim_time", "start_type_description_service")
 # per node: the parameters that name a robot's topics (and its Ask action)
 ROBOT_TOPICS = {
     "camera_ingest": ("camera_topics", "joint_state_topic", "instruction_topic",
@@ -94,9 +96,13 @@ def parameter_value(node: str, name: str, value):
                          f"{_nearest(node, NODE_SPECS)}")
     node_specs = NODE_SPECS[node]()
     if _ros_own(name):
+        if name in ROS_OWN_BOOLEANS and not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, not {value!r} (rclpy declares "
+                             "it on every node as a bool)")
         return value
     if name not in node_specs:
-        raise ValueError(f"{node} has no parameter {name!r}{_nearest(name, node_specs)} "
+        known = list(node_specs) + list(ROS_OWN_BOOLEANS)
+        raise ValueError(f"{node} has no parameter {name!r}{_nearest(name, known)} "
                          "(docs/parameters.md lists them)")
     spec = node_specs[name]
     if value == [] and spec.default != ():
@@ -159,7 +165,8 @@ def read_config(path: Path) -> dict:
             continue      # another node's parameters (a camera driver's), in a robot-wide file
         ours += 1
         for name, value in section.items():
-            nodes = [n for n in node_specs if name in node_specs[n]] if wildcard else [node]
+            nodes = [n for n in node_specs if name in node_specs[n] or name in
+                     ROS_OWN_BOOLEANS] if wildcard else [node]
             if wildcard and not nodes and not _ros_own(name):
                 typo = _nearest(name, everything, cutoff=TYPO)
                 if typo:
@@ -181,8 +188,7 @@ def _unmixed(values: list) -> str:
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         return "write 1.0, not 1, beside 1.5"
     if any(isinstance(v, bool) for v in values):
-        return ("YAML reads true/false/yes/no/on/off as booleans: quote a word meant as "
-                "text, as 'yes'")
+        return BOOLEAN_WORDS
     return "quote each item meant as text, as '7'"
 
 

@@ -97,6 +97,8 @@ def render(config_dir: Path = CONFIG_DIR) -> str:
         "ros__parameters:` sections (namespaces may nest them), in the nodes' own sections "
         "every parameter name (a misspelt one names the nearest), type and range, and in "
         "every section the lists rcl cannot read (`[1, 1.5]`, a key without a value). "
+        "rclpy's own `use_sim_time` (and `start_type_description_service`), which every "
+        "node has, must be true or false, there and under `/**`. "
         "Other nodes' sections, and other nodes' parameters under `/**`, pass; a section or "
         "`/**` parameter named near one of ours is warned of. Where both nodes start "
         "(`run`, `demo`, the launch file with `inference:=local`), a camera that "

@@ -106,11 +106,16 @@ BAD_CONFIGS = [  # (YAML text, what the one-line refusal says)
     ("inference:\n  ros__parameters:\n    joint_lower_limits: [-1, 1.5]\n",
      "[-1, 1.5] mixes types, which rcl cannot read"),
     ("inference:\n  ros__parameters:\n    robots: [alpha, yes]\n",
-     "['alpha', True] mixes types, which rcl cannot read (YAML reads true/false/yes/no/on/off "
-     "as booleans: quote a word meant as text, as 'yes')"),
+     "['alpha', True] mixes types, which rcl cannot read (YAML reads y/n, yes/no, true/false "
+     "and on/off as booleans: quote a word meant as text, as 'n')"),
     ("inference:\n  ros__parameters:\n    robots: [yes, no]\n",
-     "robots must be a string (each of robots), not True (YAML reads true/false/yes/no/on/off "
-     "as booleans: quote a word meant as text, as 'yes')"),
+     "robots must be a string (each of robots), not True (YAML reads y/n, yes/no, true/false "
+     "and on/off as booleans: quote a word meant as text, as 'n')"),
+    ("/**:\n  ros__parameters:\n    use_sim_time: banana\n",
+     "use_sim_time must be true or false, not 'banana' (rclpy declares it on every node as "
+     "a bool)"),
+    ("camera_ingest:\n  ros__parameters:\n    use_sim_tme: true\n",
+     "camera_ingest has no parameter 'use_sim_tme'; did you mean 'use_sim_time'?"),
     ("inference:\n  ros__parameters:\n    robots: [alpha, x_]\n",
      "robot name 'x_': use letters, digits and single underscores"),
     ("inference:\n  ros__parameters:\n    robots: [alpha, 7]\n",
