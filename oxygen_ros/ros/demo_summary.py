@@ -47,6 +47,7 @@ def demo_summary(monitor) -> dict:
     rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
     held = _diagnostic_value(diag.get("held_command_fraction"))
     return {
+        "robot": monitor.robot,
         "commands_hz": rate,
         # commands that carry a step of a plan, not the held last one
         "fresh_commands_hz": None if held is None else rate * (1.0 - held),
@@ -79,17 +80,21 @@ def _besides_eos(endings: dict) -> str:
 
 
 def summary_line(summary: dict) -> str:
-    return (f"summary: {summary['frames']} frames, {summary['action_chunks']} action chunks, "
-            f"{summary['commands_received']} commands ({summary['commands_hz']:.1f} Hz, "
+    """The robot's summary in one line; a fleet robot's frames and language tokens are the
+    server's, over all its robots (the engine counts them so), and say so."""
+    shared = " (the server's, all robots)" if summary.get("robot") else ""
+    summaries = summary["memory_summaries"]
+    return (f"summary: {summary['frames']} frames{shared}, {summary['action_chunks']} action "
+            f"chunks, {summary['commands_received']} commands ({summary['commands_hz']:.1f} Hz, "
             f"held fraction {summary['held_command_fraction']}), "
             f"{summary['deadline_misses']} deadline misses, "
             + (f"{summary['missing_camera']} observations with a camera left out, "
                if summary.get("missing_camera") else "")
             + "chunk latency p50 "
             f"{summary['chunk_latency_ms_p50']} ms, {summary['language_tokens']} language "
-            f"tokens, {summary['dialogue_answers']}/{summary['dialogue_requests']} dialogue "
-            f"answers{_besides_eos(summary['dialogue_endings'])}, "
-            f"{summary['memory_summaries']} memory summaries, "
+            f"tokens{shared}, {summary['dialogue_answers']}/{summary['dialogue_requests']} "
+            f"dialogue answers{_besides_eos(summary['dialogue_endings'])}, "
+            f"{summaries} memory {'summary' if summaries == 1 else 'summaries'}, "
             f"{summary['torch_threads']} torch threads"
             + (f"; answer accuracy {_scored(summary, 'answer_accuracy', 'answers')}, "
                f"memory accuracy {_scored(summary, 'memory_accuracy', 'memory')}, "

@@ -11,7 +11,7 @@ from oxygen_ros.ros.demo_summary import demo_summary, fleet_line, missing_output
 def watched(finish_reasons: dict) -> SimpleNamespace:
     """What an OutputMonitor holds after a run (its fields, no subscriptions)."""
     return SimpleNamespace(
-        command_times=deque([0.0, 0.02, 0.04]), chunks=3, summaries=["a", "b"],
+        robot="", command_times=deque([0.0, 0.02, 0.04]), chunks=3, summaries=["a", "b"],
         finished_dialogue=[(i, "text") for i in finish_reasons], finish_reasons=finish_reasons,
         status_name="oxygen_ros: inference", diagnostics={"oxygen_ros: inference": {
             "frames": "60", "held_command_fraction": "0.0", "deadline_misses": "0",
@@ -73,3 +73,15 @@ def test_observations_with_a_camera_left_out_are_counted_and_named():
     assert summary["missing_camera"] == 3
     assert ("0 deadline misses, 3 observations with a camera left out, chunk latency p50"
             in summary_line(summary)), summary_line(summary)
+
+
+def test_a_fleet_robots_line_says_which_numbers_are_the_servers():
+    alone = summary_line(demo_summary(watched({1: "eos"})))
+    assert alone.startswith("summary: 60 frames, 3 action chunks") and "300 language tokens, " \
+        in alone
+    fleet = watched({1: "eos"})
+    fleet.robot, fleet.summaries = "robot_1", ["a"]
+    line = summary_line(demo_summary(fleet))
+    assert line.startswith("summary: 60 frames (the server's, all robots), 3 action chunks"), line
+    assert "300 language tokens (the server's, all robots), 1/1 dialogue answers, 1 memory " \
+        "summary, " in line, line
