@@ -53,8 +53,8 @@ INFERENCE_PLACES = ("local", "remote")
 TYPO = 0.8
 # parameters rclpy declares on every node, and its QoS overrides (their parameters exist
 # only where a node opts in: these nodes do not, so such values change nothing)
-ROS_OWN = ("use_sim_time", "start_type_description_service", "qos_overrides")
 ROS_OWN_BOOLEANS = ("use_sim_time", "start_type_description_service")
+ROS_OWN = ROS_OWN_BOOLEANS + ("qos_overrides",)
 # per node: the parameters that name a robot's topics (and its Ask action)
 ROBOT_TOPICS = {
     "camera_ingest": ("camera_topics", "joint_state_topic", "instruction_topic",
