@@ -8,7 +8,7 @@ import pytest
 
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.parameters import specs
-from oxygen_ros.ros import launch_plan, parameter_docs, rcl_yaml
+from oxygen_ros.ros import config_check, parameter_docs, rcl_yaml
 from oxygen_ros.ros.launch_plan import PRESET_CONFIGS
 from oxygen_ros.ros.node_parameters import (
     ENGINE_DIFFERENCES,
@@ -55,7 +55,7 @@ def test_a_shipped_yaml_sets_only_parameters_that_exist_and_differ_from_the_defa
 @each_config
 def test_both_nodes_agree_on_the_cameras_and_the_preset_config_names_its_preset(name):
     document = rcl_yaml.load((CONFIG / name).read_text())
-    ingest, inference = (launch_plan.planned_values(CONFIG / name, document, node, f"/{node}")
+    ingest, inference = (config_check.planned_values(CONFIG / name, document, node, f"/{node}")
                          for node in ("camera_ingest", "inference"))
     assert _plain(ingest["camera_names"]) == _plain(inference["camera_names"])
     assert len(ingest["camera_topics"]) == len(ingest["camera_names"])

@@ -160,10 +160,10 @@ def add_node_options(command: argparse.ArgumentParser, preset: str = "") -> None
 
 def node_parameter(text: str) -> tuple[str, str, object]:
     """An argparse type: NODE:NAME:=VALUE, a parameter of one of the nodes and a value it
-    takes (launch_plan.parameter_value): (node, name, the value as the node takes it)."""
+    takes (config_check.parameter_value): (node, name, the value as the node takes it)."""
     import yaml
 
-    from oxygen_ros.ros import launch_plan, rcl_yaml
+    from oxygen_ros.ros import config_check, rcl_yaml
 
     target, sep, value = text.partition(":=")
     node, colon, name = target.partition(":")
@@ -174,7 +174,7 @@ def node_parameter(text: str) -> tuple[str, str, object]:
         raise argparse.ArgumentTypeError(f"{text}: a parameter without a value (rcl refuses "
                                          "it; write '' for an empty string)")
     try:
-        typed = launch_plan.parameter_value(node, name, rcl_yaml.load(value))
+        typed = config_check.parameter_value(node, name, rcl_yaml.load(value))
     except yaml.YAMLError as error:
         raise argparse.ArgumentTypeError(f"{text}: {getattr(error, 'problem', error)}") \
             from None
@@ -208,7 +208,7 @@ def node_ros_args(arguments: dict[str, str], config: Path, params,
     (launch_plan.with_overrides: a -p of another type than the file's value would not
     win). With `robots` (the demo's fleet), a camera_ingest under each robot's namespace
     (launch_plan.namespaced_ingest of that YAML), each checked against the inference node."""
-    from oxygen_ros.ros import launch_plan
+    from oxygen_ros.ros import config_check, launch_plan
 
     launched = launch_plan.inference_overrides(arguments)
     given = param_overrides(params)
@@ -223,8 +223,8 @@ def node_ros_args(arguments: dict[str, str], config: Path, params,
     for robot, ingest in ingests.items():
         plan = launch_plan.namespaced_ingest(Path(file), robot) if robot else planned
         nodes = {"camera_ingest": ingest, "inference": "/inference"}
-        launch_plan.check_cameras(config, plan, nodes)
-        launch_plan.check_together(config, plan, nodes)
+        config_check.check_cameras(config, plan, nodes)
+        config_check.check_together(config, plan, nodes)
     if not params:
         return ros_args(file, [
             f"inference:{name}:={str(value).lower() if isinstance(value, bool) else value}"

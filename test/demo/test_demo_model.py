@@ -136,11 +136,11 @@ def test_a_question_is_answered_about_the_frame_it_was_asked_on(demo, draw):
 def test_the_episode_engine_is_set_up_as_the_demo_yaml_sets_the_node_up():
     """demo_engine_config copies config/humanoid_demo.yaml's language settings; the
     in-process episodes judge the model under what `make run` runs."""
-    from oxygen_ros.ros import launch_plan, rcl_yaml
+    from oxygen_ros.ros import config_check, rcl_yaml
 
     path = Path(__file__).resolve().parents[2] / "config" / "humanoid_demo.yaml"
-    params = launch_plan.planned_values(path, rcl_yaml.load(path.read_text()), "inference",
-                                        "/inference")   # the YAML over the code's defaults
+    params = config_check.planned_values(path, rcl_yaml.load(path.read_text()), "inference",
+                                         "/inference")   # the YAML over the code's defaults
     config = demo_engine_config()
     for name in ("tokens_per_frame", "max_tokens_per_frame", "dialogue_max_tokens",
                  "memory_max_tokens", "chunk_switch"):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from oxygen_ros.ros import launch_plan, rcl_yaml
+from oxygen_ros.ros import config_check, launch_plan, rcl_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config"
@@ -171,9 +171,9 @@ def test_a_section_or_wildcard_parameter_near_one_of_ours_is_warned_of(tmp_path,
 
 def test_every_shipped_config_passes_the_check():
     for name in set(launch_plan.PRESET_CONFIGS.values()):
-        launch_plan.read_config(CONFIG / name)
-        launch_plan.check_cameras(CONFIG / name, (CONFIG / name).read_text(), BOTH)
-        launch_plan.check_together(CONFIG / name, (CONFIG / name).read_text(), BOTH)
+        config_check.read_config(CONFIG / name)
+        config_check.check_cameras(CONFIG / name, (CONFIG / name).read_text(), BOTH)
+        config_check.check_together(CONFIG / name, (CONFIG / name).read_text(), BOTH)
 
 
 def test_values_a_configure_would_refuse_together_stop_the_launch(tmp_path):
@@ -183,7 +183,7 @@ def test_values_a_configure_would_refuse_together_stop_the_launch(tmp_path):
     launch_plan.node_parameters({}, config, "inference")           # two joints, two limits
     with pytest.raises(ValueError, match="^inference: joint_lower_limits, joint_upper_limits "
                                          "and joint_names must have the same length"):
-        launch_plan.check_together(config, launch_plan.with_overrides(
+        config_check.check_together(config, launch_plan.with_overrides(
             config, {"inference": {"joint_names": ["a", "b", "c"]}}), {"inference": "/inference"})
     # every section that reaches the node counts: the names in the bare section, the limits
     # in the robot's full-name section (the namespaced node reads both, as planned)
@@ -206,12 +206,12 @@ def test_a_camera_only_camera_ingest_publishes_stops_the_start_one_it_lacks_is_w
         tmp_path, capsys):
     config = tmp_path / "robot.yaml"
     config.write_text("/**:\n  ros__parameters:\n    camera_names: [base, left_wrist]\n")
-    launch_plan.check_cameras(config, config.read_text(), BOTH)   # both read the wildcard
+    config_check.check_cameras(config, config.read_text(), BOTH)   # both read the wildcard
     mistyped = {"camera_ingest": {"camera_names": ["base", "left_wirst"]}}
     with pytest.raises(ValueError, match=re.escape(
             "camera_ingest's camera_names ['base', 'left_wirst'] has ['left_wirst'], which "
             "inference's ['base', 'left_wrist'] has not")):
-        launch_plan.check_cameras(config, launch_plan.with_overrides(config, mistyped), BOTH)
+        config_check.check_cameras(config, launch_plan.with_overrides(config, mistyped), BOTH)
     wildcard = config.read_text()
     with pytest.raises(ValueError, match="left_wirst"):    # as humanoid.launch.py plans it
         config.write_text(yaml.dump({"camera_ingest": {"ros__parameters": mistyped[
@@ -230,7 +230,7 @@ def test_a_camera_only_camera_ingest_publishes_stops_the_start_one_it_lacks_is_w
     launch_plan.node_parameters({"namespace": "alpha"}, config, "inference")
     assert capsys.readouterr().err == ""
     config.write_text(wildcard)
-    launch_plan.check_cameras(config, launch_plan.with_overrides(
+    config_check.check_cameras(config, launch_plan.with_overrides(
         config, {"camera_ingest": {"camera_names": ["base"]}}), BOTH)
     assert "inference's camera_names ['base', 'left_wrist'] has ['left_wrist'], which " \
         "camera_ingest's ['base'] has not" in capsys.readouterr().err
@@ -240,7 +240,7 @@ def test_a_camera_only_camera_ingest_publishes_stops_the_start_one_it_lacks_is_w
     ("inference", "control_rate_hz", 60, 60.0), ("inference", "checkpoint", "", ""),
     ("camera_ingest", "image_size", 84, 84), ("inference", "use_sim_time", True, True)])
 def test_a_parameter_value_is_taken_as_its_node_takes_it(node, name, given, taken):
-    value = launch_plan.parameter_value(node, name, given)
+    value = config_check.parameter_value(node, name, given)
     assert value == taken and type(value) is type(taken)
 
 
