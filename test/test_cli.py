@@ -2,8 +2,10 @@
 no sourced setup file, only PATH and HOME."""
 
 import json
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,21 @@ def test_replay_warns_that_another_rate_on_clock_outpaces_the_engines_schedule(t
     for args in (("--clock", "100"), ("--rate", "4", "--restamp")):    # rate 1; wall clock
         quiet = run_cli("replay", str(tmp_path / "bag"), *args, "--delay", "0")
         assert quiet.returncode == 0 and "warning" not in quiet.stderr, (args, quiet.stderr)
+
+
+def test_replay_of_an_old_bag_with_its_stamps_kept_warns_that_they_are_stale(tmp_path):
+    """The demo bag is stamped from 2023-11-14: kept as recorded, wall-clock nodes would
+    drop every observation; the warning names the two ways out."""
+    assert run_cli("make-demo-bag", str(tmp_path / "bag"), "--duration", "1",
+                   "--size", "64x48").returncode == 0
+    kept = run_cli("replay", str(tmp_path / "bag"), "--delay", "0")
+    assert kept.returncode == 0, kept.stderr
+    assert re.search(r"warning: \S+bag was recorded \d+\.\d days ago and its header stamps are "
+                     r"kept: nodes on the wall clock drop its observations as stale; add "
+                     r"--restamp, or --clock HZ for use_sim_time:=true nodes", kept.stderr), \
+        kept.stderr
+    days = float(re.search(r"recorded (\S+) days", kept.stderr).group(1))
+    assert abs(days - (time.time() - 1_700_000_000) / 86400) < 0.2, days
 
 
 def test_gpu_check_without_torch_says_which_python_to_use():

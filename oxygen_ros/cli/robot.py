@@ -68,6 +68,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rosbags.highlevel import AnyReaderError
 
     from oxygen_ros.ros.bag import BagReplayer, MissingTopics, UnknownTypes, load_qos_overrides
+    from oxygen_ros.ros.conversions import RECORDED_AGE_S
     from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
 
     if not Path(args.bag).exists():
@@ -114,6 +115,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if replayer.skipped:
             print(f"oxygen-ros replay: warning: left out {', '.join(replayer.skipped)}: no "
                   "installed package defines their types", file=sys.stderr, flush=True)
+        if not (args.restamp or args.clock) and replayer.recorded_s_ago >= RECORDED_AGE_S:
+            print(f"oxygen-ros replay: warning: {args.bag} was recorded "
+                  f"{_duration(replayer.recorded_s_ago)} ago and its header stamps are kept: "
+                  "nodes on the wall clock drop its observations as stale; add --restamp, or "
+                  "--clock HZ for use_sim_time:=true nodes", file=sys.stderr, flush=True)
         if args.clock and args.rate != 1.0:
             print(f"oxygen-ros replay: warning: --rate {args.rate:g} with --clock: use_sim_time "
                   f"nodes play each plan on /clock, {args.rate:g}x as fast as the inference "
@@ -142,6 +148,13 @@ def _name_error(error: Exception) -> str:
     """rclpy's name refusal in one line: the rule broken, then the name."""
     rule, name = (str(error).splitlines() + [""])[:2]
     return f"{rule.rstrip(':')} ({name.strip()})"
+
+
+def _duration(seconds: float) -> str:
+    for unit, length in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.1f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

@@ -247,6 +247,11 @@ class BagReplayer:
     def duration_s(self) -> float:
         return self.duration_ns / NS
 
+    @property
+    def recorded_s_ago(self) -> float:
+        """How long ago (by this host's clock) the replayed part of the bag was recorded."""
+        return time.time() - (self._reader.start_time + self.start_offset_ns) / NS
+
     def _publish_latched_before(self, bag_start: int) -> None:
         """With a start offset, latched topics (the task instruction) still get their last
         message recorded before it, as a late subscriber would have."""

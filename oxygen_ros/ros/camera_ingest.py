@@ -18,7 +18,7 @@ from std_msgs.msg import String
 
 from oxygen_ros.msg import Observation
 from oxygen_ros.ros import diagnostics, qos, ros_parameters
-from oxygen_ros.ros.conversions import joint_state_problem, take_instruction
+from oxygen_ros.ros.conversions import joint_state_problem, old_stamp_hint, take_instruction
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.frame_sync import FrameSynchronizer
@@ -159,7 +159,8 @@ class CameraIngest(Node):
         now = self.get_clock().now().nanoseconds
         if stamp < now - self.max_age_ns:
             self._problem("stale", f"{topic}: stamp {(now - stamp) / NS:.3f} s old, over "
-                                   f"max_age_s {self.max_age_ns / NS:g} (dropped)", topic)
+                                   f"max_age_s {self.max_age_ns / NS:g} (dropped"
+                                   f"{old_stamp_hint((now - stamp) / NS)})", topic)
             return False
         if stamp > now + self.max_age_ns:
             self._problem("future", f"{topic}: stamp {(stamp - now) / NS:.3f} s ahead of this "

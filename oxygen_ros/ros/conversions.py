@@ -20,6 +20,17 @@ def to_seconds(stamp) -> float:
     return stamp.sec + stamp.nanosec * 1e-9
 
 
+RECORDED_AGE_S = 60.0   # a stamp this old is more likely a bag's than a late message's
+
+
+def old_stamp_hint(age_s: float) -> str:
+    """What to do about a stamp `age_s` old, for a dropped message's log line."""
+    if age_s < RECORDED_AGE_S:
+        return ""
+    return ("; a bag's recorded stamps? replay it with --clock and use_sim_time:=true, or "
+            "with oxygen-ros replay --restamp")
+
+
 def to_time(seconds: float) -> Time:
     sec = math.floor(seconds)
     return Time(sec=int(sec), nanosec=min(int(round((seconds - sec) * NS)), NS - 1))

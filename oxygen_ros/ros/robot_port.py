@@ -149,7 +149,8 @@ class RobotPort:
         if stamp > now + age_limit:
             return self.bad_input("future_stamp", f"observation stamped {stamp - now:.2f} s ahead")
         if stamp < now - age_limit:
-            return self.bad_input("stale_stamp", f"observation {now - stamp:.2f} s old")
+            return self.bad_input("stale_stamp", f"observation {now - stamp:.2f} s old"
+                                                 f"{conversions.old_stamp_hint(now - stamp)}")
         decoded = conversions.observation_from_msg(msg, self.camera_names, self.joint_names,
                                                    self.instruction, self.image_size)
         for problem in decoded.problems:

@@ -201,9 +201,20 @@ def test_observations_stamped_a_little_ahead_are_used_and_counted(graph):
 
 
 def test_observations_from_the_past_are_counted(graph):
+    """100 s old: the log line says what a stamp that old most likely is (a bag's)."""
     check(graph, "inference", "stale_stamp",
           lambda probe, pubs: pubs["observation"].publish(observation(probe, offset_s=-100)),
-          "stale_stamp")
+          "s old; a bag's recorded stamps? replay it with --clock and use_sim_time:=true, or "
+          "with oxygen-ros replay --restamp")
+
+
+def test_camera_frames_from_the_past_are_dropped_by_ingest(graph):
+    def send(probe, pubs):
+        pixels = np.zeros((48, 64, 3), np.uint8)
+        pubs["camera"].publish(rgb_to_image(pixels, Image, now_stamp(probe, -100), "base"))
+    check(graph, "camera_ingest", "stale", send,
+          "(dropped; a bag's recorded stamps? replay it with --clock and use_sim_time:=true, "
+          "or with oxygen-ros replay --restamp)")
 
 
 def test_camera_frames_from_the_future_are_dropped_by_ingest(graph):
