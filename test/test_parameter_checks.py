@@ -65,6 +65,12 @@ def test_the_defaults_pass():
     ("robots", ("",), "robot name '': give each robot a name"),
     ("robots", ("arm", "x__y"), "robot name 'x__y': use letters, digits and single"),
     ("robots", ("arm_",), "not ending with an underscore"),
+    ("command_topic", "bad topic", "command_topic must be a ROS topic name, not 'bad topic': "
+                                   "topic name must not contain characters other than "
+                                   "alphanumerics, '_', '~', '{', or '}' (character 4)"),
+    ("ask_action", "~ask", "ask_action must be a ROS topic name, not '~ask': topic name must "
+                           "not have a tilde '~' that is not followed by a forward slash"),
+    ("memory_topic", "{robot}/memory", "unknown substitution {robot} (character 1)"),
 ])
 def test_a_bad_inference_value_is_refused_with_its_reason(name, value, reason):
     with pytest.raises(ValueError, match=re.escape(reason)):
@@ -79,6 +85,10 @@ def test_a_bad_inference_value_is_refused_with_its_reason(name, value, reason):
     ("max_age_s", NAN, "max_age_s must be finite"),
     ("sync_slop_s", -0.1, "sync_slop_s must be in"),
     ("resize_mode", "crop", "resize_mode must be"),
+    ("camera_topics", ("/cameras/base", "/cameras/0", "/cameras/right"), "camera_topics must be a ROS topic name, "
+     "not '/cameras/0': topic name token must not start with a number (character 10)"),
+    ("joint_state_topic", "", "topic name must not be empty string"),
+    ("observation_topic", "/oxygen/observation/", "must not end with a forward slash"),
 ])
 def test_a_bad_camera_ingest_value_is_refused_with_its_reason(name, value, reason):
     with pytest.raises(ValueError, match=re.escape(reason)):

@@ -5,7 +5,13 @@ import math
 import re
 from array import array
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, NamedTuple, Optional
+
+
+class Rule(NamedTuple):
+    """A check a string (each item of a list) must pass beyond its type."""
+    allowed: str                        # what passes, as the docs say it
+    problem: Callable[[str], str]       # what is wrong with a value, '' if nothing
 
 
 @dataclass(frozen=True)
@@ -16,6 +22,7 @@ class Spec:
     choices: Optional[tuple] = None      # the allowed values
     kind: Optional[type] = None          # the value's type where the default cannot say (None)
     pattern: Optional[str] = None        # a regular expression a string value matches
+    rule: Optional[Rule] = None          # a check each string passes
 
     @property
     def type(self) -> type:
@@ -61,6 +68,9 @@ class Spec:
             raise ValueError(f"{name} must be {allowed}, not {value!r}")
         if self.pattern is not None and not re.fullmatch(self.pattern, value):
             raise ValueError(f"{name} must match {self.pattern}, not {value!r}")
+        for text in (value if self.element_type is str else (value,)) if self.rule else ():
+            if problem := self.rule.problem(text):
+                raise ValueError(f"{name} must be {self.rule.allowed}, not {text!r}: {problem}")
         if self.range is not None and not self.range[0] <= value <= self.range[1]:
             raise ValueError(f"{name} must be in [{self.range[0]}, {self.range[1]}], "
                              f"not {value!r}")
@@ -87,9 +97,9 @@ def _typed(name: str, kind: type, value, which: str = ""):
 
 def parameter(default, description: str, *, range: Optional[tuple] = None,
               choices: Optional[tuple] = None, kind: Optional[type] = None,
-              pattern: Optional[str] = None):
+              pattern: Optional[str] = None, rule: Optional[Rule] = None):
     """A dataclass field whose default, description and limits are said once, here."""
-    spec = Spec(default, description, range, choices, kind, pattern)
+    spec = Spec(default, description, range, choices, kind, pattern, rule)
     return dataclasses.field(default=default, metadata={"spec": spec})
 
 

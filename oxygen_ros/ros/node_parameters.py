@@ -4,34 +4,39 @@ import dataclasses
 from dataclasses import dataclass
 
 from oxygen_ros.engine.config import EngineConfig
-from oxygen_ros.engine.parameters import Spec, build, check_all, parameter, specs
+from oxygen_ros.engine.parameters import Rule, Spec, build, check_all, parameter, specs
 from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.model.config import PREFIX_ATTENTION, PRESETS
 from oxygen_ros.model.precision import DTYPE_NAMES
+from oxygen_ros.ros.topic_names import topic_name_problem
 
 JOINTS = 14
 MAX_PIXELS = 4096 * 4096        # default limit: above every real camera, below a bomb
+TOPIC = Rule("a ROS topic name", topic_name_problem)
 
 
 @dataclass(frozen=True)
 class InferenceParameters:
     """What only the inference node knows; the engine's parameters are EngineConfig's."""
     # -- topics
-    observation_topic: str = parameter("/oxygen/observation", "oxygen_ros/Observation input")
+    observation_topic: str = parameter("/oxygen/observation", "oxygen_ros/Observation input",
+                                       rule=TOPIC)
     dialogue_request_topic: str = parameter("/oxygen/dialogue/request",
-                                            "std_msgs/String requests")
+                                            "std_msgs/String requests", rule=TOPIC)
     instruction_topic: str = parameter("/oxygen/instruction",
-                                       "std_msgs/String task (transient local)")
+                                       "std_msgs/String task (transient local)", rule=TOPIC)
     command_topic: str = parameter("/oxygen/joint_command",
-                                   "per-step std_msgs/Float64MultiArray")
+                                   "per-step std_msgs/Float64MultiArray", rule=TOPIC)
     action_chunk_topic: str = parameter("/oxygen/action_chunk",
-                                        "oxygen_ros/ActionChunk per chunk")
+                                        "oxygen_ros/ActionChunk per chunk", rule=TOPIC)
     trajectory_topic: str = parameter("/oxygen/joint_trajectory",
-                                      "trajectory_msgs/JointTrajectory per chunk")
-    dialogue_topic: str = parameter("/oxygen/dialogue", "oxygen_ros/DialogueChunk stream")
-    memory_topic: str = parameter("/oxygen/memory", "oxygen_ros/MemorySummary")
+                                      "trajectory_msgs/JointTrajectory per chunk", rule=TOPIC)
+    dialogue_topic: str = parameter("/oxygen/dialogue", "oxygen_ros/DialogueChunk stream",
+                                    rule=TOPIC)
+    memory_topic: str = parameter("/oxygen/memory", "oxygen_ros/MemorySummary", rule=TOPIC)
     ask_action: str = parameter("/oxygen/ask",
-                                "oxygen_ros/action/Ask server (dialogue with feedback)")
+                                "oxygen_ros/action/Ask server (dialogue with feedback)",
+                                rule=TOPIC)
     default_instruction: str = parameter("pick up the red cup and put it in the bin",
                                          "instruction used until one arrives")
     # -- the robot, or the robots this server serves
@@ -154,14 +159,17 @@ class IngestParameters:
          "/cameras/right_wrist/image_raw/compressed"),
         "one per camera; a topic ending in /compressed is read as CompressedImage. The first "
         "camera drives the observation rate: without its frames no observation is published "
-        "(the watchdog stops the robot), while a later camera is left out once late")
+        "(the watchdog stops the robot), while a later camera is left out once late",
+        rule=TOPIC)
     camera_names: tuple[str, ...] = parameter(
         ("base", "left_wrist", "right_wrist"),
         "the cameras' model slots, as inference.camera_names")
-    joint_state_topic: str = parameter("/joint_states", "sensor_msgs/JointState input")
+    joint_state_topic: str = parameter("/joint_states", "sensor_msgs/JointState input",
+                                       rule=TOPIC)
     instruction_topic: str = parameter("/oxygen/instruction",
-                                       "std_msgs/String task (transient local)")
-    observation_topic: str = parameter("/oxygen/observation", "oxygen_ros/Observation output")
+                                       "std_msgs/String task (transient local)", rule=TOPIC)
+    observation_topic: str = parameter("/oxygen/observation", "oxygen_ros/Observation output",
+                                       rule=TOPIC)
     image_size: int = parameter(112, "model resolution in pixels (small: 112, pi05: 224)",
                                 range=(8, 8192))
     resize_mode: str = parameter("pad", "pad: keep the aspect ratio on black bars (as π0.5 "

@@ -43,6 +43,8 @@ def _limits(spec: Spec) -> str:
         return ", ".join(c or '""' for c in spec.choices)
     if spec.pattern is not None:
         return f"`{spec.pattern}`"
+    if spec.rule is not None:
+        return f"each {spec.rule.allowed}" if spec.element_type else spec.rule.allowed
     return f"{spec.range[0]} .. {spec.range[1]}" if spec.range is not None else ""
 
 

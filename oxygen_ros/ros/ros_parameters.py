@@ -29,6 +29,8 @@ def descriptor(spec: Spec, note: str = "", read_only: bool = False) -> Parameter
         described.additional_constraints = f"one of: {', '.join(map(repr, spec.choices))}"
     if spec.pattern is not None:
         described.additional_constraints = f"matches the regular expression {spec.pattern}"
+    if spec.rule is not None:
+        described.additional_constraints = spec.rule.allowed
     return described
 
 

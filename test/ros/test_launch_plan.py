@@ -61,6 +61,13 @@ def test_bad_values_are_refused_with_the_argument_named():
         launch_plan.config_file({"preset": "huge"}, CONFIG)
     with pytest.raises(ValueError, match="respawn"):
         launch_plan.on_node_exit({"respawn": "sometimes"})
+    for node, argument, name in (("inference", "command_topic", "command_topic"),
+                                 ("inference", "trajectory_topic", "trajectory_topic"),
+                                 ("camera_ingest", "joint_states_topic", "joint_state_topic")):
+        with pytest.raises(ValueError, match=re.escape(
+                f"{name} must be a ROS topic name, not 'bad topic': topic name must not "
+                "contain characters other than alphanumerics")):
+            launch_plan.node_parameters({argument: "bad topic"}, CONFIG / "humanoid.yaml", node)
 
 
 def test_preset_tiny_as_offered_starts_an_inference_node(rclpy_context):
@@ -127,6 +134,9 @@ BAD_CONFIGS = [  # (YAML text, what the one-line refusal says)
      "inference:\n  ros__parameters:\n    preset: tiny\n", "offsets: [0, 0.5] mixes types"),
     ("inference:\n  ros__parameters:\n    camera_names: []\n", "rcl cannot type an empty"),
     ("inference:\n  ros__parameters:\n    checkpoint:\n", "a key without a value"),
+    ("camera_ingest:\n  ros__parameters:\n    joint_state_topic: 'not a valid topic!!'\n",
+     "joint_state_topic must be a ROS topic name, not 'not a valid topic!!': topic name must "
+     "not contain characters other than alphanumerics, '_', '~', '{', or '}' (character 4)"),
 ]
 
 
@@ -394,7 +404,7 @@ def test_a_robots_own_section_names_its_topics_as_written_and_wins(tmp_path):
     rig = ["/rig/base", "/rig/left", "/rig/right"]
     config.write_text(yaml.dump({
         "/alpha/camera_ingest": {"ros__parameters": {"camera_topics": rig}},
-        "camera_ingest": {"ros__parameters": {"camera_topics": ["/c/0", "/c/1", "/c/2"],
+        "camera_ingest": {"ros__parameters": {"camera_topics": ["/c/c0", "/c/c1", "/c/c2"],
                                               "observation_topic": "/obs"}},
         "/**": {"ros__parameters": {"instruction_topic": "/task"}},
         "/alpha/inference": {"ros__parameters": {"command_topic": "/arm/cmd"}}}))
@@ -403,7 +413,7 @@ def test_a_robots_own_section_names_its_topics_as_written_and_wins(tmp_path):
     assert ingest["observation_topic"] == "/alpha/obs"  # the bare section's, placed
     assert ingest["instruction_topic"] == "/alpha/task"  # the wildcard's, placed
     beta = launch_plan.topic_overrides({"namespace": "beta"}, config, "camera_ingest")
-    assert beta["camera_topics"] == ["/beta/c/0", "/beta/c/1", "/beta/c/2"]
+    assert beta["camera_topics"] == ["/beta/c/c0", "/beta/c/c1", "/beta/c/c2"]
     planned = rcl_yaml.load(launch_plan.node_parameters({"namespace": "alpha"}, config,
                                                         "inference"))
     assert planned["/alpha/inference"]["ros__parameters"]["command_topic"] == "/arm/cmd"

@@ -22,6 +22,7 @@ BAD = [  # values a hostile client once set successfully: (name, value, the reas
     ("top_p", -3.0, RANGE), ("chunk_switch", "teleport", "chunk_switch must be"),
     ("device", "quantum", "device must match"),
     ("joint_lower_limits", [math.nan] * 6, "joint_lower_limits must be finite"),
+    ("command_topic", "bad topic", "command_topic must be a ROS topic name, not 'bad topic'"),
 ]
 
 
@@ -80,9 +81,10 @@ def test_inference_refuses_bad_values_with_the_reason_and_freezes_while_configur
     frozen = client.set_one("control_rate_hz", 70.0)
     assert not frozen.successful and "inference is configured" in frozen.reason
     assert client.get_one("control_rate_hz").double_value == 60.0
-    temperature, device = client.describe(["temperature", "device"])
+    temperature, device, command = client.describe(["temperature", "device", "command_topic"])
     assert temperature.floating_point_range[0].to_value == 1000.0
     assert "cuda" in device.additional_constraints
+    assert command.additional_constraints == "a ROS topic name"
 
 
 def test_camera_ingest_parameters_are_read_only(processes, tmp_path, rclpy_context):

@@ -10,7 +10,8 @@ MODULES = ("oxygen_ros.engine.parameters", "oxygen_ros.ros.node_parameters",
            "oxygen_ros.ros.parameter_docs", "oxygen_ros.ros.control_loop",
            "oxygen_ros.ros.control_link", "oxygen_ros.ros.robot_topics",
            "oxygen_ros.ros.launch_plan", "oxygen_ros.ros.joint_state_merger",
-           "oxygen_ros.ros.engine_session", "oxygen_ros.ros.config_check")
+           "oxygen_ros.ros.engine_session", "oxygen_ros.ros.config_check",
+           "oxygen_ros.ros.topic_names")
 
 PROBE = r'''
 import importlib, sys
