@@ -18,7 +18,8 @@ from std_msgs.msg import String
 
 from oxygen_ros.msg import Observation
 from oxygen_ros.ros import diagnostics, qos, ros_parameters
-from oxygen_ros.ros.conversions import joint_state_problem, old_stamp_hint, take_instruction
+from oxygen_ros.ros.conversions import (joint_state_problem, old_stamp_hint, stamp_ns,
+                                        take_instruction)
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.frame_sync import FrameSynchronizer
@@ -38,10 +39,6 @@ IMAGE_PROBLEMS = ("unsupported_encoding", "wrong_size", "undecodable", "empty_im
                   "too_large", "degenerate_aspect", "tiny_image")
 
 NS = 1_000_000_000
-
-
-def stamp_ns(stamp) -> int:
-    return stamp.sec * NS + stamp.nanosec
 
 
 class CameraIngest(Node):

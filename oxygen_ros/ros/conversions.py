@@ -16,6 +16,10 @@ from oxygen_ros.ros.image_conversion import ImageConversionError, image_to_rgb
 NS = 1_000_000_000
 
 
+def stamp_ns(stamp) -> int:
+    return stamp.sec * NS + stamp.nanosec
+
+
 def to_seconds(stamp) -> float:
     return stamp.sec + stamp.nanosec * 1e-9
 

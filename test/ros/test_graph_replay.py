@@ -3,8 +3,8 @@ per-step actions at the control rate, chunks, streamed dialogue, memory and diag
 
 from graph_helpers import Probe, executable, write_params
 
+from oxygen_ros.ros.conversions import stamp_ns
 from oxygen_ros.ros.demo_bag import DemoBagSpec, write_demo_bag
-from oxygen_ros.ros.camera_ingest import stamp_ns
 
 BAG_S = 8.0
 

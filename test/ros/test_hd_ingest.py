@@ -5,8 +5,8 @@ timer keeps its period."""
 
 from graph_helpers import Probe
 
+from oxygen_ros.ros.conversions import stamp_ns
 from oxygen_ros.ros.demo_bag import DemoBagSpec, write_demo_bag
-from oxygen_ros.ros.camera_ingest import stamp_ns
 from oxygen_ros.ros.node_parameters import ingest_specs
 
 DURATION_S, CAMERA_HZ = 5.0, 15.0
