@@ -35,6 +35,11 @@ def old_stamp_hint(age_s: float) -> str:
             "with oxygen-ros replay --restamp")
 
 
+def time_from_ns(nanoseconds: int) -> Time:
+    sec, nanosec = divmod(int(nanoseconds), NS)
+    return Time(sec=sec, nanosec=nanosec)
+
+
 def to_time(seconds: float) -> Time:
     sec = math.floor(seconds)
     return Time(sec=int(sec), nanosec=min(int(round((seconds - sec) * NS)), NS - 1))
@@ -151,22 +156,24 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
     return decoded(Observation(images, state, instruction, to_seconds(msg.header.stamp)))
 
 
-def action_chunk_msg(frame_id: int, stamp: float, actions: np.ndarray, dt: float,
+def action_chunk_msg(frame_id: int, stamp_ns: int, actions: np.ndarray, dt: float,
                      joint_names: Sequence[str]) -> ActionChunkMsg:
+    """The chunk as ActionChunk, stamped (in nanoseconds, exactly) with its observation's
+    stamp."""
     msg = ActionChunkMsg(frame_id=frame_id, horizon=actions.shape[0],
                          action_dim=actions.shape[1], dt=float(dt),
                          joint_names=list(joint_names),
                          actions=np.ascontiguousarray(actions, dtype=np.float32).ravel().tolist())
-    msg.header.stamp = to_time(stamp)
+    msg.header.stamp = time_from_ns(stamp_ns)
     return msg
 
 
-def trajectory_msg(stamp: float, actions: np.ndarray, dt: float, joint_names: Sequence[str],
+def trajectory_msg(stamp_ns: int, actions: np.ndarray, dt: float, joint_names: Sequence[str],
                    first_step: int = 0) -> JointTrajectory:
     """The chunk's remaining steps as a joint trajectory starting at the observation time
     (joint_trajectory_controller drops points whose time has passed)."""
     msg = JointTrajectory(joint_names=list(joint_names))
-    msg.header.stamp = to_time(stamp)
+    msg.header.stamp = time_from_ns(stamp_ns)
     for step in range(first_step, actions.shape[0]):
         seconds = step * dt
         whole = math.floor(seconds)
@@ -176,14 +183,14 @@ def trajectory_msg(stamp: float, actions: np.ndarray, dt: float, joint_names: Se
     return msg
 
 
-def dialogue_msg(chunk, stamp: float, missing_cameras: Sequence[str] = (),
+def dialogue_msg(chunk, stamp_ns: int, missing_cameras: Sequence[str] = (),
                  request_id: Optional[int] = None) -> DialogueChunk:
-    """A text chunk as DialogueChunk, about the observation stamped `stamp` that lacked
+    """A text chunk as DialogueChunk, about the observation stamped `stamp_ns` that lacked
     `missing_cameras`; request_id: the id its client knows (default the engine's)."""
     msg = DialogueChunk(request_id=chunk.request_id if request_id is None else request_id,
                         seq=chunk.seq, text=chunk.text, final=chunk.final,
                         finish_reason=chunk.finish_reason, missing_cameras=list(missing_cameras))
-    msg.header.stamp = to_time(stamp)
+    msg.header.stamp = time_from_ns(stamp_ns)
     return msg
 
 

@@ -89,7 +89,7 @@ class _Goal:
     reason: str = ""            # the finish reason, once the answer has ended
     pieces: list = field(default_factory=list)
     seq: int = 0
-    stamp: float = 0.0          # the observation the answer is about (ROS time)
+    stamp_ns: int = 0           # the observation the answer is about (ROS time)
     missing_cameras: tuple = ()  # the configured cameras that observation lacked
     # a piece and the end, on different threads: no piece that the result lacks
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -250,8 +250,8 @@ class DialogueRouter:
         """The answer has ended: the goal executes now and its result is at hand."""
         with goal.lock:
             goal.reason = reason
-            if not goal.stamp:     # it never read an observation: the goal's end
-                goal.stamp = self.node.get_clock().now().nanoseconds * 1e-9
+            if not goal.stamp_ns:     # it never read an observation: the goal's end
+                goal.stamp_ns = self.node.get_clock().now().nanoseconds
         with self._lock:
             self._ended[_goal_id(goal.handle)] = goal
         try:   # this router's callback, also if a reconfigure has bound the server anew
@@ -279,11 +279,11 @@ class DialogueRouter:
                 self._cancelled_early.discard(_goal_id(goal_handle))   # cancelled as it ended
         return Ask.Result(request_id=goal.request_id, answer="".join(goal.pieces),
                           finish_reason=goal.reason,
-                          observation_stamp=conversions.to_time(goal.stamp),
+                          observation_stamp=conversions.time_from_ns(goal.stamp_ns),
                           missing_cameras=list(goal.missing_cameras))
 
     # -- out (engine thread) ---------------------------------------------------------------
-    def on_text(self, chunk, stamp: float, missing_cameras: tuple = ()) -> None:
+    def on_text(self, chunk, stamp_ns: int, missing_cameras: tuple = ()) -> None:
         """A piece of an answer, stamped with the observation it is about (which lacked
         `missing_cameras`): to its topic client or its action goal."""
         with self._lock:
@@ -295,7 +295,7 @@ class DialogueRouter:
             with route.lock:   # not held while publishing: rclpy takes locks of its own
                 if route.reason:   # ended meanwhile (a shutdown): its result holds the answer
                     return
-                route.stamp, route.missing_cameras = stamp, missing_cameras
+                route.stamp_ns, route.missing_cameras = stamp_ns, missing_cameras
                 seq = route.seq
                 if chunk.text:
                     route.pieces.append(chunk.text)
@@ -305,7 +305,7 @@ class DialogueRouter:
             if chunk.final:
                 self._end(route, chunk.finish_reason)
         elif route is not None:
-            self.publisher.publish(conversions.dialogue_msg(chunk, stamp, missing_cameras,
+            self.publisher.publish(conversions.dialogue_msg(chunk, stamp_ns, missing_cameras,
                                                             request_id=route))
 
     def abandon_all(self) -> int:

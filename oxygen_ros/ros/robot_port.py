@@ -71,12 +71,12 @@ class RobotPort:
         self.gate = CommandGate(params.joint_lower_limits, params.joint_upper_limits,
                                 self.watchdog_s, params.watchdog_action == "hold", self.counters)
         self.image_size = node.image_size
-        # (Observation stamped on the engine clock, receipt monotonic time, ROS stamp)
+        # (Observation stamped on the engine clock, receipt monotonic time)
         self.latest: Optional[tuple] = None
         self.stops = StopMark(self.watchdog_s, self.period)
-        # engine stamp -> (ROS stamp, receipt, cameras it lacked)
+        # engine stamp -> (ROS stamp in ns, receipt, cameras it lacked)
         self._observed: OrderedDict = OrderedDict()
-        self._frame_sources: OrderedDict = OrderedDict()  # frame id -> (ROS stamp, lacked)
+        self._frame_sources: OrderedDict = OrderedDict()  # frame id -> (ROS stamp ns, lacked)
         self.chunk_latencies: deque = deque(maxlen=50)
         self.command_times: deque = deque(maxlen=control_link.TIMES_KEPT)
         self.frame_starts: deque = deque(maxlen=32)
@@ -143,7 +143,8 @@ class RobotPort:
         self.problems.warn(kind, self.label() + detail)
 
     def on_observation(self, msg) -> None:
-        stamp = conversions.to_seconds(msg.header.stamp)
+        stamp_ns = conversions.stamp_ns(msg.header.stamp)
+        stamp = stamp_ns * 1e-9
         now = self.node.get_clock().now().nanoseconds * 1e-9
         age_limit = max(1.0, self.watchdog_s)
         if stamp > now + age_limit:
@@ -172,10 +173,10 @@ class RobotPort:
         arrival = time.monotonic()
         self.stops.observation(arrival)
         missing = tuple(c for c in self.camera_names if c not in observation.images)
-        self._observed[engine_stamp] = (stamp, arrival, missing)
+        self._observed[engine_stamp] = (stamp_ns, arrival, missing)
         while len(self._observed) > OBSERVATIONS_KEPT:
             self._observed.popitem(last=False)
-        self.latest = (observation, arrival, stamp)
+        self.latest = (observation, arrival)
         self.control.send(control_link.observed_message(arrival))
         self.counters["observations"] += 1
         self.node.wake_engine()
@@ -191,21 +192,20 @@ class RobotPort:
         return latest[0] if self.gate.fresh(age) else None
 
     # -- outputs (engine thread) ----------------------------------------------------------
-    def frame_source(self, frame_id: Optional[int]) -> tuple[float, tuple]:
-        """(ROS stamp, configured cameras it lacked) of the observation a frame ran on
+    def frame_source(self, frame_id: Optional[int]) -> tuple[int, tuple]:
+        """(ROS stamp in ns, configured cameras it lacked) of the observation a frame ran on
         (now and none if no longer known)."""
         source = self._frame_sources.get(frame_id)
-        return (self.node.get_clock().now().nanoseconds * 1e-9, ()) if source is None \
-            else source
+        return (self.node.get_clock().now().nanoseconds, ()) if source is None else source
 
     def on_chunk(self, chunk, active: bool, dry_run: bool) -> None:
         self.chunk_latencies.append(chunk.latency_s)
         self.frame_starts.append(self.engine.clock.now() - chunk.latency_s)
-        stamp, arrival, missing = self._observed.get(chunk.stamp, (None, math.nan, ()))
-        if stamp is None:    # its observation is long gone: the engine clock's offset
-            stamp = chunk.stamp + (self.node.get_clock().now().nanoseconds * 1e-9
-                                   - self.engine.clock.now())
-        self._frame_sources[chunk.frame_id] = (stamp, missing)
+        stamp_ns, arrival, missing = self._observed.get(chunk.stamp, (None, math.nan, ()))
+        if stamp_ns is None:    # its observation is long gone: the engine clock's offset
+            stamp_ns = round((chunk.stamp - self.engine.clock.now()) * 1e9
+                             + self.node.get_clock().now().nanoseconds)
+        self._frame_sources[chunk.frame_id] = (stamp_ns, missing)
         while len(self._frame_sources) > FRAME_STAMPS_KEPT:
             self._frame_sources.popitem(last=False)
         if chunk.late:
@@ -226,15 +226,15 @@ class RobotPort:
                 "the actions: not published (they resume on a fresh observation)")
             return
         actions = chunk.actions[:, :len(self.joint_names)]
-        now = self.node.get_clock().now().nanoseconds * 1e-9
+        now, stamp = self.node.get_clock().now().nanoseconds * 1e-9, stamp_ns * 1e-9
         self.control.send(control_link.plan_message(actions, stamp, self.action_dt, now, arrival))
         self.chunk_pub.publish(conversions.action_chunk_msg(
-            chunk.frame_id, stamp, chunk.actions, self.action_dt, self.joint_names))
+            chunk.frame_id, stamp_ns, chunk.actions, self.action_dt, self.joint_names))
         if active and not dry_run:
             clamped = self.gate.clip(actions)
             first = max(0, int((now - stamp) / self.action_dt))
             self.trajectory_pub.publish(conversions.trajectory_msg(
-                stamp, clamped, self.action_dt, self.joint_names, first))
+                stamp_ns, clamped, self.action_dt, self.joint_names, first))
 
     def on_text(self, chunk) -> None:
         if chunk.kind == "dialogue":  # memory text is published whole, as a MemorySummary

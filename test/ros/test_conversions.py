@@ -72,10 +72,14 @@ def test_unusable_cameras_are_dropped_and_named():
 
 def test_chunk_and_trajectory_messages():
     actions = np.arange(12, dtype=np.float32).reshape(4, 3)
-    chunk = conversions.action_chunk_msg(9, 12.25, actions, 0.02, JOINTS)
+    stamp_ns = 1_796_631_811_654_914_338    # as a header carries it: kept to the nanosecond
+    chunk = conversions.action_chunk_msg(9, stamp_ns, actions, 0.02, JOINTS)
     assert (chunk.frame_id, chunk.horizon, chunk.action_dim) == (9, 4, 3)
-    assert list(chunk.actions) == list(range(12)) and chunk.header.stamp.nanosec == 250_000_000
-    trajectory = conversions.trajectory_msg(12.25, actions, 0.5, JOINTS, first_step=1)
+    assert list(chunk.actions) == list(range(12))
+    assert (chunk.header.stamp.sec, chunk.header.stamp.nanosec) == (1_796_631_811, 654_914_338)
+    assert conversions.stamp_ns(chunk.header.stamp) == stamp_ns
+    trajectory = conversions.trajectory_msg(stamp_ns, actions, 0.5, JOINTS, first_step=1)
+    assert trajectory.header.stamp == chunk.header.stamp
     assert [p.positions.tolist() if hasattr(p.positions, "tolist") else list(p.positions)
             for p in trajectory.points] == actions[1:].tolist()
     assert [(p.time_from_start.sec, p.time_from_start.nanosec) for p in trajectory.points] == [

@@ -53,12 +53,12 @@ class Feeder:
                                            Image, msg.header.stamp, c) for c in cameras]
                 msg.state.name = list(JOINTS)
                 msg.state.position = self._rng.uniform(-1, 1, len(JOINTS)).tolist()
-                self.stamps[robot].append(seconds(msg.header.stamp))
+                self.stamps[robot].append((msg.header.stamp.sec, msg.header.stamp.nanosec))
                 publisher.publish(msg)
 
     def sent(self, robot: str, stamp) -> bool:
-        """`stamp` is one of the robot's observations (stamps pass through float seconds)."""
-        return any(abs(seconds(stamp) - sent) < 2e-6 for sent in self.stamps[robot])
+        """`stamp` is one of the robot's observations' stamps, to the nanosecond."""
+        return (stamp.sec, stamp.nanosec) in self.stamps[robot]
 
     def close(self):
         self._stop.set()
