@@ -265,19 +265,7 @@ def usage_error(command: str, message: str) -> int:
 
 def device_error(command: str, device: str) -> int:
     """0, or the usage error of a --device this torch cannot run on."""
-    import torch
+    from oxygen_ros.model.devices import device_problem
 
-    try:
-        kind = torch.device(device).type
-    except RuntimeError:
-        kind = ""
-    if kind not in ("cpu", "cuda"):
-        return usage_error(command, f"--device {device}: expected cpu, cuda or cuda:N")
-    if kind == "cuda" and not torch.cuda.is_available():
-        why = "a CPU-only build" if torch.version.cuda is None else "no GPU or driver found"
-        return usage_error(command, f"--device {device}: this torch cannot use CUDA ({why})")
-    index = torch.device(device).index
-    if kind == "cuda" and index is not None and index >= torch.cuda.device_count():
-        return usage_error(command, f"--device {device}: this machine has "
-                                    f"{torch.cuda.device_count()} CUDA device(s), cuda:0 up")
-    return 0
+    problem = device_problem(device)
+    return usage_error(command, f"--device {device}: {problem}") if problem else 0
