@@ -10,6 +10,7 @@ import torch
 from oxygen_ros.model import checkpoint as checkpoints
 from oxygen_ros.model import normalization as norms
 from oxygen_ros.model.config import preset as preset_config
+from oxygen_ros.model.devices import device_problem
 from oxygen_ros.model.pi05 import Pi05Model
 from oxygen_ros.model.precision import resolve_dtype
 from oxygen_ros.model.tokenizer import ByteTokenizer, PaliGemmaTokenizer
@@ -80,7 +81,10 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
     """normalization: "" uses the checkpoint's statistics (an error if it should have them
     and does not), "identity" none. heads: (heads, kv heads, head_dim) for Gemma variants
     the loader does not know; vision_heads likewise for SigLIP. dtype auto: bfloat16 where
-    the device has bf16 matrix units (model/precision.py); the description says why."""
+    the device has bf16 matrix units (model/precision.py); the description says why. A
+    device this torch cannot run on is a ValueError saying why (model/devices.py)."""
+    if problem := device_problem(device):
+        raise ValueError(f"device {device}: {problem}")
     dtype, why = resolve_dtype(dtype, device)
     if normalization not in ("", "identity"):
         raise ValueError(f"normalization must be '' (the checkpoint's) or 'identity', not "

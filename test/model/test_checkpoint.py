@@ -5,6 +5,7 @@ loader's own mapping), at small dimensions with the real shape conventions."""
 
 import json
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -698,3 +699,15 @@ def test_the_shipped_demo_model_loads_by_package_url_and_matches_its_manifest():
     assert loaded.normalization.actions is not None
     with pytest.raises(ValueError, match="package://oxygen_ros"):
         resolve("package://other_pkg/models/demo")
+
+
+def test_a_device_this_torch_cannot_run_on_is_refused_saying_why():
+    """The node's configure says why instead of torch's 'not compiled with CUDA'."""
+    from oxygen_ros.model.loading import load_model
+
+    with pytest.raises(ValueError, match=re.escape("device tpu: expected cpu, cuda or cuda:N")):
+        load_model(preset="tiny", device="tpu")
+    reason = (f"this machine has {torch.cuda.device_count()} CUDA device(s), cuda:0 up"
+              if torch.cuda.is_available() else "this torch cannot use CUDA")
+    with pytest.raises(ValueError, match=re.escape(f"device cuda:99: {reason}")):
+        load_model(preset="tiny", device="cuda:99")
