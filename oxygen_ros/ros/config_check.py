@@ -13,7 +13,8 @@ from oxygen_ros.engine.parameters import BOOLEAN_WORDS
 from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.ros import rcl_yaml
 from oxygen_ros.ros.config_sections import node_sections, reaches, warn
-from oxygen_ros.ros.node_parameters import NODE_CHECKS, NODE_SPECS
+from oxygen_ros.ros.node_parameters import NODE_CHECKS, NODE_SPECS, TOPIC
+from oxygen_ros.ros.topic_names import topic_name_problem
 
 # a section name this near a node's (difflib's ratio) is warned of as a typo: 'inferense'
 # (0.89) is; 'camera' (0.63, a camera driver's) and 'inference_server' (0.72) are not
@@ -164,11 +165,23 @@ def check_together(config: Path, planned: str, nodes: Mapping[str, str]) -> None
     """What the configure of each node (node -> its full name, '/alpha/inference') would
     refuse in the values the planned parameters YAML (with_overrides of `config`) gives it,
     taken together (planned_values): joint limits of another length than joint_names,
-    camera_topics and camera_names apart (ValueError naming the node), found before it
-    starts."""
+    camera_topics and camera_names apart, a topic that expands to no topic name in the
+    node's namespace ('{ns}/x' in the root one; ValueError naming the node), found before
+    it starts."""
     document = rcl_yaml.load(planned) or {}
     for node, full_name in nodes.items():
         try:
-            NODE_CHECKS[node](planned_values(config, document, node, full_name))
+            values = planned_values(config, document, node, full_name)
+            NODE_CHECKS[node](values)
+            _check_topics(node, values, full_name)
         except ValueError as error:
             raise ValueError(f"{node}: {error}") from None
+
+
+def _check_topics(node: str, values: dict, full_name: str) -> None:
+    for name, spec in NODE_SPECS[node]().items():
+        if spec.rule is TOPIC:
+            for topic in values[name] if spec.element_type else (values[name],):
+                if problem := topic_name_problem(topic, full_name):
+                    raise ValueError(f"{name} must be {TOPIC.allowed} for {full_name}, not "
+                                     f"{topic!r}: {problem}")

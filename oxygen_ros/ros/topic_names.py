@@ -6,15 +6,32 @@ SUBSTITUTIONS = ("{node}", "{ns}", "{namespace}")   # what rcl_expand_topic_name
 LONGEST = 255 - 8       # rmw's limit on an expanded name (DDS adds a prefix)
 
 
-def topic_name_problem(name: str) -> str:
+def topic_name_problem(name: str, node: str = "") -> str:
     """A ROS topic name (rcl's rules; {node}, {ns} and {namespace} substitute): what rcl
     would say is wrong with `name`, with the character it points at, or '' if nothing.
-    Where only the node's namespace decides ('{ns}/x' is '//x' in the root namespace, a
-    '~' name over the length limit), the name passes, and rcl refuses it at start."""
+    `node`: the full name of the node that uses it ('/alpha/inference'), which decides what
+    the name expands to ('{ns}/x' is '//x' in the root namespace); without it such a name
+    passes, and the check before start (config_check) asks again with the node."""
     problem, index = _problem(name)
+    if not problem and node:
+        problem, index = _expanded_problem(name, node)
     if not problem:
         return ""
-    return f"{problem} (character {index + 1})" if name else problem
+    return f"{problem} (character {index + 1})" if name and index >= 0 else problem
+
+
+def expand(name: str, node: str) -> str:
+    """`name` as rcl_expand_topic_name expands it for the node named `node` ('/alpha/x')."""
+    namespace, _, base = node.rpartition("/")
+    namespace = namespace or "/"
+    if name.startswith("~"):
+        name = node + name[1:]
+    for substitution, value in (("{node}", base), ("{ns}", namespace),
+                                ("{namespace}", namespace)):
+        name = name.replace(substitution, value)
+    if not name.startswith("/"):
+        name = ("/" if namespace == "/" else namespace + "/") + name
+    return name
 
 
 def _problem(name: str) -> tuple[str, int]:
@@ -76,6 +93,23 @@ def _problem(name: str) -> tuple[str, int]:
     # a name with no substitution is at least this long expanded (relative: '/' before it)
     if "{" not in name and len(name) + (name[0] not in "/~") > LONGEST:
         return f"topic length should not exceed {LONGEST} characters expanded", LONGEST
+    return "", 0
+
+
+def _expanded_problem(name: str, node: str) -> tuple[str, int]:
+    """What rmw_validate_full_topic_name finds in the expanded name (no index: the message
+    names the expanded name)."""
+    expanded = expand(name, node)
+    said = f" ({name} expands to {expanded})"
+    if expanded.endswith("/"):
+        return "topic name must not end with a '/'" + said, -1
+    if "//" in expanded:
+        return "topic name must not contain repeated '/'" + said, -1
+    if any(_digit(token[:1]) for token in expanded.split("/")):
+        return "topic name must not have a token that starts with a number" + said, -1
+    if len(expanded) > LONGEST:
+        return (f"topic length should not exceed {LONGEST} characters ({name} expands to "
+                f"{len(expanded)})"), -1
     return "", 0
 
 

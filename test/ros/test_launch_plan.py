@@ -399,6 +399,23 @@ def test_a_relative_topic_of_a_named_robot_resolves_where_the_fleet_server_looks
         server.destroy_node()
 
 
+def test_a_topic_that_expands_to_no_topic_name_where_the_node_runs_stops_the_start(tmp_path):
+    """'{ns}/dialogue' is /alpha/dialogue for a robot's node, '//dialogue' in the root
+    namespace, which rcl would refuse when the node creates it."""
+    config = tmp_path / "ns.yaml"
+    config.write_text("inference:\n  ros__parameters:\n    dialogue_topic: '{ns}/dialogue'\n")
+    launch_plan.config_file({"config_file": str(config)}, CONFIG)       # no namespace yet
+    with pytest.raises(ValueError) as refused:
+        launch_plan.node_parameters({}, config, "inference")
+    assert str(refused.value) == (
+        "inference: dialogue_topic must be a ROS topic name for /inference, not "
+        "'{ns}/dialogue': topic name must not contain repeated '/' ({ns}/dialogue expands "
+        "to //dialogue)")
+    planned = rcl_yaml.load(launch_plan.node_parameters({"namespace": "alpha"}, config,
+                                                        "inference"))
+    assert planned["/alpha/inference"]["ros__parameters"]["dialogue_topic"] == "{ns}/dialogue"
+
+
 def test_a_robots_own_section_names_its_topics_as_written_and_wins(tmp_path):
     config = tmp_path / "robots.yaml"
     rig = ["/rig/base", "/rig/left", "/rig/right"]
