@@ -319,6 +319,8 @@ BAD_OPTIONS = [
     (["replay", "bag", "--remap", "foo"], "--remap: expected OLD:=NEW, not 'foo'"),
     (["replay", "bag", "--remap", ":=/x"], "--remap: expected OLD:=NEW, not ':=/x'"),
     (["replay", "bag", "--clock", "-5"], "--clock: must be at least 0, not -5"),
+    (["replay", "bag", "--restamp", "--clock", "100"],
+     "argument --clock: not allowed with argument --restamp"),
     (["replay", "bag", "--start-offset", "-1"], "--start-offset: must be at least 0, not -1"),
     (["inspect", "models/demo", "--kv-pages", "0"], "--kv-pages: must be at least 1, not 0"),
     (["inspect", "models/demo", "--page-size", "5000"], "--page-size: must be at most 4096"),

@@ -250,15 +250,18 @@ def add_commands(sub) -> None:
                              "server's robot ROBOT reads it")
     replay.add_argument("--topics", nargs="+",
                         help="replay only these topics (as recorded, before --remap)")
-    replay.add_argument("--restamp", action="store_true",
+    # restamped headers are wall time, /clock bag time: no node could use both
+    stamps = replay.add_mutually_exclusive_group()
+    stamps.add_argument("--restamp", action="store_true",
                         help="rewrite header stamps to the current time (wall-clock nodes)")
     replay.add_argument("--qos-overrides", metavar="YAML",
                         help="per-topic QoS (history, depth, reliability, durability), as "
                              "ros2 bag play --qos-profile-overrides-path takes")
-    replay.add_argument("--clock", type=bounded(float, least=0, most=1e3), default=0.0,
+    stamps.add_argument("--clock", type=bounded(float, least=0, most=1e3), default=0.0,
                         metavar="HZ",
                         help="publish /clock from bag time at HZ, at most 1000 "
-                             "(use_sim_time nodes; default 0: no /clock)")
+                             "(use_sim_time nodes, the recorded stamps kept; default 0: no "
+                             "/clock; not with --restamp)")
     replay.add_argument("--wait-for-subscribers",
                         type=bounded(float, least=0, most=LONGEST_WAIT_S), default=0.0,
                         metavar="S",
