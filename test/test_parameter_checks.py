@@ -134,6 +134,8 @@ def test_a_value_is_taken_as_its_parameters_type_as_the_user_means_it(name, give
     ("control_rate_hz", True, "control_rate_hz must be a number, not True"),
     ("dialogue_max_tokens", 12.0, "dialogue_max_tokens must be a whole number, not 12.0"),
     ("dialogue_max_tokens", False, "must be a whole number, not False"),
+    ("dialogue_max_tokens", 1e20, "dialogue_max_tokens must be a whole number, not 1e+20 (a "
+                                  "whole number beyond 64 bits, which rcl reads as a float)"),
     ("dry_run", "false", "dry_run must be true or false, not 'false'"),
     ("dry_run", 0, "dry_run must be true or false, not 0"),
     ("checkpoint", 7, "checkpoint must be a string, not 7"),
