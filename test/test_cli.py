@@ -121,11 +121,11 @@ def test_replay_of_an_old_bag_with_its_stamps_kept_warns_that_they_are_stale(tmp
                    "--size", "64x48").returncode == 0
     kept = run_cli("replay", str(tmp_path / "bag"), "--delay", "0")
     assert kept.returncode == 0, kept.stderr
-    assert re.search(r"warning: \S+bag was recorded \d+\.\d days ago and its header stamps are "
+    assert re.search(r"warning: \S+bag is stamped \d+\.\d days in the past, and its stamps are "
                      r"kept: nodes on the wall clock drop its observations as stale; add "
                      r"--restamp, or --clock HZ for use_sim_time:=true nodes", kept.stderr), \
         kept.stderr
-    days = float(re.search(r"recorded (\S+) days", kept.stderr).group(1))
+    days = float(re.search(r"stamped (\S+) days", kept.stderr).group(1))
     assert abs(days - (time.time() - 1_700_000_000) / 86400) < 0.2, days
 
 

@@ -116,8 +116,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(f"oxygen-ros replay: warning: left out {', '.join(replayer.skipped)}: no "
                   "installed package defines their types", file=sys.stderr, flush=True)
         if not (args.restamp or args.clock) and replayer.recorded_s_ago >= RECORDED_AGE_S:
-            print(f"oxygen-ros replay: warning: {args.bag} was recorded "
-                  f"{_duration(replayer.recorded_s_ago)} ago and its header stamps are kept: "
+            print(f"oxygen-ros replay: warning: {args.bag} is stamped "
+                  f"{_duration(replayer.recorded_s_ago)} in the past, and its stamps are kept: "
                   "nodes on the wall clock drop its observations as stale; add --restamp, or "
                   "--clock HZ for use_sim_time:=true nodes", file=sys.stderr, flush=True)
         if args.clock and args.rate != 1.0:

@@ -249,7 +249,8 @@ class BagReplayer:
 
     @property
     def recorded_s_ago(self) -> float:
-        """How long ago (by this host's clock) the replayed part of the bag was recorded."""
+        """How far in the past (by this host's clock) the replayed part of the bag is
+        stamped (its record times)."""
         return time.time() - (self._reader.start_time + self.start_offset_ns) / NS
 
     def _publish_latched_before(self, bag_start: int) -> None:

@@ -74,7 +74,7 @@ def config_file(arguments: Mapping[str, str], config_dir: Path) -> Path:
     preset = arguments.get("preset", "")
     if preset and preset not in PRESET_CONFIGS:
         raise ValueError(f"preset {preset!r} has no shipped config (choose from "
-                         f"{', '.join(PRESET_CONFIGS)}, or give config_file)")
+                         f"{', '.join(PRESET_CONFIGS)}, or give a parameters YAML of your own)")
     return config_dir / PRESET_CONFIGS.get(preset, DEFAULT_CONFIG)
 
 
