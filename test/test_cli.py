@@ -330,6 +330,9 @@ BAD_OPTIONS = [
                                     "a node parameter is -p inference:checkpoint:=VALUE "
                                     "(see oxygen-ros run --help)"),
     (["run", "-p", "inference:robots:=[x_]"], "robot name 'x_': use letters, digits"),
+    (["run", "-p", "inference:dialogue_topic:={node}/x"],
+     "(YAML reads a value starting with '{' as a mapping: quote it, as "
+     "inference:dialogue_topic:='\"{node}/x\"')"),
     (["inspect", "ck", "--bogus"], "oxygen-ros inspect: unrecognized arguments: --bogus "
                                    "(see oxygen-ros inspect --help)"),
 ]

@@ -173,13 +173,16 @@ def node_parameter(text: str) -> tuple[str, str, object]:
     if not value.strip():
         raise argparse.ArgumentTypeError(f"{text}: a parameter without a value (rcl refuses "
                                          "it; write '' for an empty string)")
+    # rcl reads the value as YAML, where '{' opens a mapping ('{node}/x' is no string)
+    braces = (f" (YAML reads a value starting with '{{' as a mapping: quote it, as "
+              f"{target}:='\"{value.strip()}\"')") if value.strip().startswith("{") else ""
     try:
         typed = config_check.parameter_value(node, name, rcl_yaml.load(value))
     except yaml.YAMLError as error:
-        raise argparse.ArgumentTypeError(f"{text}: {getattr(error, 'problem', error)}") \
-            from None
+        raise argparse.ArgumentTypeError(f"{text}: {getattr(error, 'problem', error)}"
+                                         f"{braces}") from None
     except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{text}: {error}") from None
+        raise argparse.ArgumentTypeError(f"{text}: {error}{braces}") from None
     return node, name, typed
 
 

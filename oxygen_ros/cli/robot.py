@@ -15,7 +15,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """camera_ingest and inference, each in its own process as the launch file runs them
     (no launch_ros needed), on the YAML the launch file would pick. Ctrl-C or SIGTERM stops
     both (SIGINT, then SIGKILL after 10 s); when one node ends, the other is stopped. Exit
-    status: the failed node's, else 0."""
+    status: the failed node's (named on stderr), else 0."""
     try:
         arguments = launch_arguments(args)
         node_args = node_ros_args(arguments, chosen_config(arguments), args.param)
@@ -24,7 +24,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ros_environment()
     if args.single_process:
         return _run_in_one_process(node_args, args.duration)
-    from oxygen_ros.ros.node_processes import start_nodes, supervise
+    from oxygen_ros.ros.node_processes import NODES, start_nodes, supervise
     from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
 
     stop = install_stop_signals()
@@ -32,7 +32,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"oxygen-ros run: camera_ingest pid {children[0].pid}, inference pid "
           f"{children[1].pid}, parameters {node_args[3]}", flush=True)
     try:
-        return supervise(children, stop, args.duration)
+        return supervise(children, stop, args.duration,
+                         names=[name for name, _ in NODES])
     finally:
         ignore_stop_signals()
 

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Sequence
 
 NODES = (("camera_ingest", "camera_ingest"), ("inference", "inference_node"))
 STOP_GRACE_S = 10.0       # a node joins its engine thread and leaves in a few seconds
@@ -42,11 +43,13 @@ def stop_children(children, grace_s: float = STOP_GRACE_S) -> None:
 
 
 def supervise(children, stop: threading.Event, duration: float = 0.0,
-              grace_s: float = STOP_GRACE_S) -> int:
+              grace_s: float = STOP_GRACE_S, names: Sequence[str] = ()) -> int:
     """Wait until `stop` is set, `duration` seconds pass (0: no limit) or a child ends (as
     the launch file, which then shuts everything down); stop every child. 0, or the exit
     code of the child that ended on its own (128 + N for signal N, as a shell says), or of
-    one that failed as it was stopped (a configure that failed after the duration ran out)."""
+    one that failed as it was stopped (a configure that failed after the duration ran out).
+    With `names` (one per child), a child that ended on its own or failed is named on
+    stderr."""
     deadline = time.monotonic() + duration if duration else float("inf")
     ended = None
     while not stop.is_set() and time.monotonic() < deadline:
@@ -54,9 +57,21 @@ def supervise(children, stop: threading.Event, duration: float = 0.0,
         if ended is not None:
             break
         stop.wait(0.1)
+    if ended is not None and names:
+        print(f"{names[children.index(ended)]} (pid {ended.pid}) exited with code "
+              f"{_shell_code(ended.returncode)}; stopping the others", file=sys.stderr,
+              flush=True)
     stop_children(children, grace_s)
     if ended is None or ended.returncode == 0:   # another may have failed as it stopped
-        ended = next((child for child in children if child.returncode > 0), ended)
+        failed = next((child for child in children if child.returncode > 0), None)
+        if failed is not None and names:
+            print(f"{names[children.index(failed)]} (pid {failed.pid}) failed as it was "
+                  f"stopped, with code {failed.returncode}", file=sys.stderr, flush=True)
+        ended = failed or ended
         if ended is None:
             return 0
-    return ended.returncode if ended.returncode >= 0 else 128 - ended.returncode
+    return _shell_code(ended.returncode)
+
+
+def _shell_code(returncode: int) -> int:
+    return returncode if returncode >= 0 else 128 - returncode

@@ -79,6 +79,27 @@ def test_a_run_that_ran_its_duration_fails_if_a_node_failed_as_it_was_stopped():
     assert supervise([child("0", lives_s=0), child("1")], threading.Event()) == 1
 
 
+def test_supervise_names_the_child_that_ended_or_failed(capsys):
+    def child(code: int, lives_s: int):
+        started = subprocess.Popen(
+            [sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGINT, "
+             f"lambda *_: sys.exit({code})); print('ready', flush=True); "
+             f"time.sleep({lives_s}); sys.exit({code})"], stdout=subprocess.PIPE, text=True)
+        assert started.stdout.readline() == "ready\n"     # its SIGINT handler is in place
+        return started
+
+    ended = child(1, 0)
+    assert supervise([child(0, 600), ended], threading.Event(),
+                     names=["camera_ingest", "inference"]) == 1
+    assert capsys.readouterr().err == (f"inference (pid {ended.pid}) exited with code 1; "
+                                       "stopping the others\n")
+    failing = child(4, 600)
+    assert supervise([failing, child(0, 600)], threading.Event(), duration=0.5,
+                     names=["camera_ingest", "inference"]) == 4
+    assert capsys.readouterr().err == (f"camera_ingest (pid {failing.pid}) failed as it was "
+                                       "stopped, with code 4\n")
+
+
 def test_run_starts_each_node_in_its_own_process_and_sigterm_stops_both(processes,
                                                                        rclpy_context):
     run = processes.python("-m", "oxygen_ros.cli", "run", "--preset", "tiny")
