@@ -127,6 +127,16 @@ def test_replay_of_an_old_bag_with_its_stamps_kept_warns_that_they_are_stale(tmp
         kept.stderr
     days = float(re.search(r"stamped (\S+) days", kept.stderr).group(1))
     assert abs(days - (time.time() - 1_700_000_000) / 86400) < 0.2, days
+    from rosbags.rosbag2 import Writer     # a bag of messages without a header: no stamps
+
+    from oxygen_ros.ros.bag import TYPESTORE
+    with Writer(tmp_path / "task", version=8) as writer:
+        connection = writer.add_connection("/oxygen/instruction", "std_msgs/msg/String",
+                                           typestore=TYPESTORE)
+        message = TYPESTORE.types["std_msgs/msg/String"](data="pick it up")
+        writer.write(connection, 10**9, TYPESTORE.serialize_cdr(message, "std_msgs/msg/String"))
+    task = run_cli("replay", str(tmp_path / "task"), "--delay", "0")
+    assert task.returncode == 0 and "warning" not in task.stderr, task.stderr
 
 
 def test_gpu_check_without_torch_says_which_python_to_use():

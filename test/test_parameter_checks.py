@@ -68,7 +68,7 @@ def test_the_defaults_pass():
     ("command_topic", "bad topic", "command_topic must be a ROS topic name, not 'bad topic': "
                                    "topic name must not contain characters other than "
                                    "alphanumerics, '_', '~', '{', or '}' (character 4)"),
-    ("ask_action", "~ask", "ask_action must be a ROS topic name, not '~ask': topic name must "
+    ("ask_action", "~ask", "ask_action must be a ROS action name, not '~ask': topic name must "
                            "not have a tilde '~' that is not followed by a forward slash"),
     ("memory_topic", "{robot}/memory", "unknown substitution {robot} (character 1)"),
 ])
@@ -134,8 +134,8 @@ def test_a_value_is_taken_as_its_parameters_type_as_the_user_means_it(name, give
     ("control_rate_hz", True, "control_rate_hz must be a number, not True"),
     ("dialogue_max_tokens", 12.0, "dialogue_max_tokens must be a whole number, not 12.0"),
     ("dialogue_max_tokens", False, "must be a whole number, not False"),
-    ("dialogue_max_tokens", 1e20, "dialogue_max_tokens must be a whole number, not 1e+20 (a "
-                                  "whole number beyond 64 bits, which rcl reads as a float)"),
+    ("dialogue_max_tokens", 1e20, "dialogue_max_tokens must be a whole number, not 1e+20 (rcl "
+                                  "reads a number beyond 64 bits as a float)"),
     ("dry_run", "false", "dry_run must be true or false, not 'false'"),
     ("dry_run", 0, "dry_run must be true or false, not 0"),
     ("checkpoint", 7, "checkpoint must be a string, not 7"),

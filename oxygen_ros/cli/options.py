@@ -164,6 +164,7 @@ def node_parameter(text: str) -> tuple[str, str, object]:
     import yaml
 
     from oxygen_ros.ros import config_check, rcl_yaml
+    from oxygen_ros.ros.node_parameters import NODE_SPECS
 
     target, sep, value = text.partition(":=")
     node, colon, name = target.partition(":")
@@ -174,8 +175,12 @@ def node_parameter(text: str) -> tuple[str, str, object]:
         raise argparse.ArgumentTypeError(f"{text}: a parameter without a value (rcl refuses "
                                          "it; write '' for an empty string)")
     # rcl reads the value as YAML, where '{' opens a mapping ('{node}/x' is no string)
-    braces = (f" (YAML reads a value starting with '{{' as a mapping: quote it, as "
-              f"{target}:='\"{value.strip()}\"')") if value.strip().startswith("{") else ""
+    spec = NODE_SPECS[node]().get(name) if node in NODE_SPECS else None
+    braces = ""
+    if spec is not None and spec.type is str and value.strip().startswith("{") \
+            and '"' not in value:
+        braces = (f" (YAML reads a value starting with '{{' as a mapping: quote it, as "
+                  f"{target}:='\"{value.strip()}\"')")
     try:
         typed = config_check.parameter_value(node, name, rcl_yaml.load(value))
     except yaml.YAMLError as error:

@@ -15,7 +15,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """camera_ingest and inference, each in its own process as the launch file runs them
     (no launch_ros needed), on the YAML the launch file would pick. Ctrl-C or SIGTERM stops
     both (SIGINT, then SIGKILL after 10 s); when one node ends, the other is stopped. Exit
-    status: the failed node's (named on stderr), else 0."""
+    status: the failed node's (named on stderr when each has its own process), else 0."""
     try:
         arguments = launch_arguments(args)
         node_args = node_ros_args(arguments, chosen_config(arguments), args.param)
@@ -116,7 +116,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if replayer.skipped:
             print(f"oxygen-ros replay: warning: left out {', '.join(replayer.skipped)}: no "
                   "installed package defines their types", file=sys.stderr, flush=True)
-        if not (args.restamp or args.clock) and replayer.recorded_s_ago >= RECORDED_AGE_S:
+        if (not (args.restamp or args.clock) and replayer.stamps_headers
+                and replayer.recorded_s_ago >= RECORDED_AGE_S):
             print(f"oxygen-ros replay: warning: {args.bag} is stamped "
                   f"{_duration(replayer.recorded_s_ago)} in the past, and its stamps are kept: "
                   "nodes on the wall clock drop its observations as stale; add --restamp, or "

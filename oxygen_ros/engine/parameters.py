@@ -93,7 +93,7 @@ def _typed(name: str, kind: type, value, which: str = ""):
         return value
     hint = f" ({BOOLEAN_WORDS})" if kind is str and isinstance(value, bool) else ""
     if kind is int and isinstance(value, float) and value.is_integer() and abs(value) >= 2**63:
-        hint = " (a whole number beyond 64 bits, which rcl reads as a float)"
+        hint = " (rcl reads a number beyond 64 bits as a float)"
     raise ValueError(f"{name} must be {KIND_NAMES[kind][0]}{which}, not {value!r}{hint}")
 
 

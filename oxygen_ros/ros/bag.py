@@ -248,6 +248,11 @@ class BagReplayer:
         return self.duration_ns / NS
 
     @property
+    def stamps_headers(self) -> bool:
+        """Whether any replayed topic's messages carry a header stamp (restamp rewrites it)."""
+        return bool(self._restamp_topics)
+
+    @property
     def recorded_s_ago(self) -> float:
         """How far in the past (by this host's clock) the replayed part of the bag is
         stamped (its record times)."""

@@ -13,8 +13,8 @@ from oxygen_ros.engine.parameters import BOOLEAN_WORDS
 from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.ros import rcl_yaml
 from oxygen_ros.ros.config_sections import node_sections, reaches, warn
-from oxygen_ros.ros.node_parameters import NODE_CHECKS, NODE_SPECS, TOPIC
-from oxygen_ros.ros.topic_names import topic_name_problem
+from oxygen_ros.ros.node_parameters import ACTION, NODE_CHECKS, NODE_SPECS, TOPIC
+from oxygen_ros.ros.robot_topics import robot_topic
 
 # a section name this near a node's (difflib's ratio) is warned of as a typo: 'inferense'
 # (0.89) is; 'camera' (0.63, a camera driver's) and 'inference_server' (0.72) are not
@@ -179,9 +179,15 @@ def check_together(config: Path, planned: str, nodes: Mapping[str, str]) -> None
 
 
 def _check_topics(node: str, values: dict, full_name: str) -> None:
+    """Each topic and action name as the node creates it: expanded for its full name, and
+    for a fleet server under each robot's namespace (robot_topic)."""
+    robots = values.get("robots") or ("",)
     for name, spec in NODE_SPECS[node]().items():
-        if spec.rule is TOPIC:
-            for topic in values[name] if spec.element_type else (values[name],):
-                if problem := topic_name_problem(topic, full_name):
-                    raise ValueError(f"{name} must be {TOPIC.allowed} for {full_name}, not "
-                                     f"{topic!r}: {problem}")
+        if spec.rule not in (TOPIC, ACTION):
+            continue
+        for given in values[name] if spec.element_type else (values[name],):
+            for robot in robots:
+                if problem := spec.rule.problem(robot_topic(robot, given), full_name):
+                    whose = f"{full_name}'s robot {robot}" if robot else full_name
+                    raise ValueError(f"{name} must be {spec.rule.allowed} for {whose}, not "
+                                     f"{given!r}: {problem}")

@@ -8,11 +8,12 @@ from oxygen_ros.engine.parameters import Rule, Spec, build, check_all, parameter
 from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.model.config import PREFIX_ATTENTION, PRESETS
 from oxygen_ros.model.precision import DTYPE_NAMES
-from oxygen_ros.ros.topic_names import topic_name_problem
+from oxygen_ros.ros.topic_names import action_name_problem, topic_name_problem
 
 JOINTS = 14
 MAX_PIXELS = 4096 * 4096        # default limit: above every real camera, below a bomb
 TOPIC = Rule("a ROS topic name", topic_name_problem)
+ACTION = Rule("a ROS action name", action_name_problem)
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class InferenceParameters:
     memory_topic: str = parameter("/oxygen/memory", "oxygen_ros/MemorySummary", rule=TOPIC)
     ask_action: str = parameter("/oxygen/ask",
                                 "oxygen_ros/action/Ask server (dialogue with feedback)",
-                                rule=TOPIC)
+                                rule=ACTION)
     default_instruction: str = parameter("pick up the red cup and put it in the bin",
                                          "instruction used until one arrives")
     # -- the robot, or the robots this server serves

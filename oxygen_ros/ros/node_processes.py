@@ -58,9 +58,10 @@ def supervise(children, stop: threading.Event, duration: float = 0.0,
             break
         stop.wait(0.1)
     if ended is not None and names:
-        print(f"{names[children.index(ended)]} (pid {ended.pid}) exited with code "
-              f"{_shell_code(ended.returncode)}; stopping the others", file=sys.stderr,
-              flush=True)
+        how = (f"exited with code {ended.returncode}" if ended.returncode >= 0
+               else f"was killed by signal {-ended.returncode}")
+        print(f"{names[children.index(ended)]} (pid {ended.pid}) {how}; stopping the others",
+              file=sys.stderr, flush=True)
     stop_children(children, grace_s)
     if ended is None or ended.returncode == 0:   # another may have failed as it stopped
         failed = next((child for child in children if child.returncode > 0), None)

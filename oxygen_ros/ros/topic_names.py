@@ -4,20 +4,27 @@ parameters rcl would refuse when the node creates its publishers and subscriptio
 
 SUBSTITUTIONS = ("{node}", "{ns}", "{namespace}")   # what rcl_expand_topic_name knows
 LONGEST = 255 - 8       # rmw's limit on an expanded name (DDS adds a prefix)
+ACTION_SUFFIX = "/_action/cancel_goal"    # the longest name rcl_action makes of an action's
 
 
-def topic_name_problem(name: str, node: str = "") -> str:
+def topic_name_problem(name: str, node: str = "", longest: int = LONGEST) -> str:
     """A ROS topic name (rcl's rules; {node}, {ns} and {namespace} substitute): what rcl
     would say is wrong with `name`, with the character it points at, or '' if nothing.
     `node`: the full name of the node that uses it ('/alpha/inference'), which decides what
     the name expands to ('{ns}/x' is '//x' in the root namespace); without it such a name
-    passes, and the check before start (config_check) asks again with the node."""
-    problem, index = _problem(name)
+    passes, and the check before start (config_check) asks again with the node. `longest`:
+    the most characters the expanded name may have."""
+    problem, index = _problem(name, longest)
     if not problem and node:
-        problem, index = _expanded_problem(name, node)
+        problem, index = _expanded_problem(name, node, longest)
     if not problem:
         return ""
     return f"{problem} (character {index + 1})" if name and index >= 0 else problem
+
+
+def action_name_problem(name: str, node: str = "") -> str:
+    """A ROS action name: a topic name that leaves room for rcl_action's longest suffix."""
+    return topic_name_problem(name, node, LONGEST - len(ACTION_SUFFIX))
 
 
 def expand(name: str, node: str) -> str:
@@ -34,7 +41,7 @@ def expand(name: str, node: str) -> str:
     return name
 
 
-def _problem(name: str) -> tuple[str, int]:
+def _problem(name: str, longest: int) -> tuple[str, int]:
     """rcl_validate_topic_name's finding and index (its checks in its order), then what
     expanding the name would find."""
     if not name:
@@ -91,12 +98,12 @@ def _problem(name: str) -> tuple[str, int]:
             return ("topic name must not contain repeated '/' (a namespace begins with one)",
                     name.index(substitution))
     # a name with no substitution is at least this long expanded (relative: '/' before it)
-    if "{" not in name and len(name) + (name[0] not in "/~") > LONGEST:
-        return f"topic length should not exceed {LONGEST} characters expanded", LONGEST
+    if "{" not in name and len(name) + (name[0] not in "/~") > longest:
+        return f"topic length should not exceed {longest} characters expanded", -1
     return "", 0
 
 
-def _expanded_problem(name: str, node: str) -> tuple[str, int]:
+def _expanded_problem(name: str, node: str, longest: int) -> tuple[str, int]:
     """What rmw_validate_full_topic_name finds in the expanded name (no index: the message
     names the expanded name)."""
     expanded = expand(name, node)
@@ -107,8 +114,8 @@ def _expanded_problem(name: str, node: str) -> tuple[str, int]:
         return "topic name must not contain repeated '/'" + said, -1
     if any(_digit(token[:1]) for token in expanded.split("/")):
         return "topic name must not have a token that starts with a number" + said, -1
-    if len(expanded) > LONGEST:
-        return (f"topic length should not exceed {LONGEST} characters ({name} expands to "
+    if len(expanded) > longest:
+        return (f"topic length should not exceed {longest} characters ({name} expands to "
                 f"{len(expanded)})"), -1
     return "", 0
 

@@ -414,6 +414,24 @@ def test_a_topic_that_expands_to_no_topic_name_where_the_node_runs_stops_the_sta
     planned = rcl_yaml.load(launch_plan.node_parameters({"namespace": "alpha"}, config,
                                                         "inference"))
     assert planned["/alpha/inference"]["ros__parameters"]["dialogue_topic"] == "{ns}/dialogue"
+    # a fleet server creates a robot's topics as <robot>/<name>: '~/cmd' there is alpha/~/cmd
+    config.write_text("inference:\n  ros__parameters:\n    command_topic: '~/cmd'\n")
+    launch_plan.node_parameters({}, config, "inference")
+    with pytest.raises(ValueError) as refused:
+        launch_plan.fleet_parameters({"robots": "[alpha, beta]"}, config)
+    assert str(refused.value) == (
+        "inference: command_topic must be a ROS topic name for /inference's robot alpha, not "
+        "'~/cmd': topic name must not have tilde '~' unless it is the first character "
+        "(character 7)")
+    # an action name leaves room for rcl_action's /_action/cancel_goal (227 characters)
+    for length, refused in ((227, False), (228, True)):
+        config.write_text("inference:\n  ros__parameters:\n    ask_action: "
+                          f"/{'a' * (length - 1)}\n")
+        if refused:
+            with pytest.raises(ValueError, match="ask_action must be a ROS action name"):
+                launch_plan.config_file({"config_file": str(config)}, CONFIG)
+        else:
+            launch_plan.node_parameters({}, config, "inference")
 
 
 def test_a_robots_own_section_names_its_topics_as_written_and_wins(tmp_path):

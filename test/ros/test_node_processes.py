@@ -86,6 +86,7 @@ def test_supervise_names_the_child_that_ended_or_failed(capsys):
              f"lambda *_: sys.exit({code})); print('ready', flush=True); "
              f"time.sleep({lives_s}); sys.exit({code})"], stdout=subprocess.PIPE, text=True)
         assert started.stdout.readline() == "ready\n"     # its SIGINT handler is in place
+        started.stdout.close()
         return started
 
     ended = child(1, 0)
@@ -98,6 +99,11 @@ def test_supervise_names_the_child_that_ended_or_failed(capsys):
                      names=["camera_ingest", "inference"]) == 4
     assert capsys.readouterr().err == (f"camera_ingest (pid {failing.pid}) failed as it was "
                                        "stopped, with code 4\n")
+    killed = child(0, 600)
+    killed.kill()
+    assert supervise([killed], threading.Event(), names=["inference"]) == 128 + 9
+    assert capsys.readouterr().err == (f"inference (pid {killed.pid}) was killed by signal 9; "
+                                       "stopping the others\n")
 
 
 def test_run_starts_each_node_in_its_own_process_and_sigterm_stops_both(processes,

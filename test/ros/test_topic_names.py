@@ -7,7 +7,7 @@ from rclpy.expand_topic_name import expand_topic_name
 from rclpy.validate_full_topic_name import validate_full_topic_name
 from rclpy.validate_topic_name import validate_topic_name
 
-from oxygen_ros.ros.topic_names import LONGEST, topic_name_problem
+from oxygen_ros.ros.topic_names import LONGEST, action_name_problem, topic_name_problem
 
 PIECES = st.sampled_from(["a", "Z", "0", "7", "_", "/", "~", "{", "}", " ", ".", "-", "é",
                           "{node}", "{ns}", "{namespace}", "{x}", "{1}", "//", "cam"])
@@ -71,3 +71,24 @@ def test_the_length_limit_of_an_expanded_name():
     else:
         raise AssertionError("rmw takes longer names than LONGEST")
     validate_full_topic_name("/" + "a" * (LONGEST - 1))
+
+
+def test_an_action_name_leaves_room_for_rcl_actions_suffix(rclpy_context):
+    """rclpy's ActionServer takes exactly the names action_name_problem passes."""
+    from rclpy.action import ActionServer
+    from rclpy.node import Node
+
+    from oxygen_ros.action import Ask
+
+    node = Node("inference", namespace="/alpha", context=rclpy_context)
+    try:
+        for name in ("~/" + "a" * 210, "~/" + "a" * 211, "ask", "a" * 220, "a" * 221):
+            problem = action_name_problem(name, "/alpha/inference")
+            try:
+                ActionServer(node, Ask, name, lambda goal: None).destroy()
+                created = True
+            except ValueError:
+                created = False
+            assert created == (problem == ""), (len(name), problem)
+    finally:
+        node.destroy_node()
