@@ -20,6 +20,7 @@ from oxygen_ros.msg import Observation
 from oxygen_ros.ros import diagnostics, qos, ros_parameters
 from oxygen_ros.ros.conversions import (joint_state_problem, old_stamp_hint, stamp_ns,
                                         take_instruction)
+from oxygen_ros.ros.config_check import check_topics
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
 from oxygen_ros.ros.frame_sync import FrameSynchronizer
@@ -54,7 +55,9 @@ class CameraIngest(Node):
     def __init__(self, **kwargs):
         super().__init__("camera_ingest", **kwargs)
         ros_parameters.declare(self, ingest_specs(), " (read at start)", read_only=True)
-        params = ingest_parameters(ros_parameters.values(self, ingest_specs()))
+        values = ros_parameters.values(self, ingest_specs())
+        params = ingest_parameters(values)
+        check_topics("camera_ingest", values, self.get_fully_qualified_name())
         topics, names = params.camera_topics, params.camera_names
         self.image_size, self.resize_mode = params.image_size, params.resize_mode
         self.max_pixels = params.max_image_pixels

@@ -173,14 +173,15 @@ def check_together(config: Path, planned: str, nodes: Mapping[str, str]) -> None
         try:
             values = planned_values(config, document, node, full_name)
             NODE_CHECKS[node](values)
-            _check_topics(node, values, full_name)
+            check_topics(node, values, full_name)
         except ValueError as error:
             raise ValueError(f"{node}: {error}") from None
 
 
-def _check_topics(node: str, values: dict, full_name: str) -> None:
-    """Each topic and action name as the node creates it: expanded for its full name, and
-    for a fleet server under each robot's namespace (robot_topic)."""
+def check_topics(node: str, values: dict, full_name: str) -> None:
+    """Each topic and action name as the node named `full_name` creates it (ValueError):
+    expanded for that name, and for a fleet server under each robot's namespace
+    (robot_topic)."""
     robots = values.get("robots") or ("",)
     for name, spec in NODE_SPECS[node]().items():
         if spec.rule not in (TOPIC, ACTION):

@@ -39,6 +39,7 @@ from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.engine.threads import apply_torch_threads
 from oxygen_ros.model.loading import load_model
 from oxygen_ros.ros import diagnostics, inference_health, lost_responses, qos, ros_parameters
+from oxygen_ros.ros.config_check import check_topics
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.engine_session import EngineSession
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
@@ -68,7 +69,7 @@ class InferenceNode(LifecycleNode):
         self.ports: dict[str, RobotPort] = {}          # the robots served now
         self._engine_ids = itertools.count(1)          # a reconfigure goes on counting
         ros_parameters.declare(self, inference_specs(), SET_WHEN)
-        ros_parameters.refuse_bad_values(self, inference_specs(), inference_config,
+        ros_parameters.refuse_bad_values(self, inference_specs(), self._checked,
                                          lambda: None if self.engine is None else CONFIGURED)
         lost_responses.install()
         if self.get_parameter("autostart").value:
@@ -108,8 +109,14 @@ class InferenceNode(LifecycleNode):
 
     on_shutdown = on_cleanup
 
+    def _checked(self, values: dict) -> tuple:
+        """inference_config of the values, their topics checked as this node creates them."""
+        checked = inference_config(values)
+        check_topics("inference", values, self.get_fully_qualified_name())
+        return checked
+
     def _configure(self) -> None:
-        params, config = inference_config(ros_parameters.values(self, inference_specs()))
+        params, config = self._checked(ros_parameters.values(self, inference_specs()))
         self.period = 1.0 / params.control_rate_hz
         self.dry_run = params.dry_run
         self.torch_threads = apply_torch_threads(params.torch_threads)

@@ -23,6 +23,9 @@ BAD = [  # values a hostile client once set successfully: (name, value, the reas
     ("device", "quantum", "device must match"),
     ("joint_lower_limits", [math.nan] * 6, "joint_lower_limits must be finite"),
     ("command_topic", "bad topic", "command_topic must be a ROS topic name, not 'bad topic'"),
+    ("dialogue_topic", "{ns}/x", "dialogue_topic must be a ROS topic name for /inference, not "
+                                 "'{ns}/x': topic name must not contain repeated '/' ({ns}/x "
+                                 "expands to //x)"),
 ]
 
 
