@@ -153,29 +153,34 @@ class EngineCore:
         request = self.dialogue.request(new.request_id, new.text, new.arrival, new.max_tokens,
                                         new.robot)
         self.counters["dialogue_requests"] += 1
-        self.counters["truncated_requests"] += request.truncated
+        self.count(new.robot, "truncated_requests", request.truncated)
         reason = ("robot_refused" if self.robots[new.robot].refused else
                   "queue_full" if new.full else "")
         if reason:
             if not new.full:
                 self._inbox.give_place(new.robot)
-            self.counters["rejected_requests"] += 1
+            self.count(new.robot, "rejected_requests")
             request.status = Status.FINISHED
             request.finish_reason = reason
             self._text(request, "", final=True)
             return
         self.scheduler.submit(request)
 
+    def count(self, robot: str, key: str, count: int = 1) -> None:
+        """Count in the engine's counters and in the robot's own share."""
+        self.counters[key] += count
+        self.robots[robot].counters[key] += count
+
     def _cancel(self, request_id: int) -> None:
         for request in (*self.scheduler.running, *self.scheduler.waiting):
             if request.kind == "dialogue" and request.id == request_id:
-                self.counters["cancelled_requests"] += 1
+                self.count(request.robot, "cancelled_requests")
                 self._finish(request, "cancelled")
                 return
 
     def _expire(self) -> None:
         for request in self.scheduler.expired(self.clock.now()):
-            self.counters["timed_out_requests"] += 1
+            self.count(request.robot, "timed_out_requests")
             self._finish(request, "timeout")
 
     # -- one control frame -------------------------------------------------------------------
@@ -234,7 +239,7 @@ class EngineCore:
             self.counters["failed_frames"] += 1
             self.last_error = f"{type(error).__name__}: {error}"
             for request in (*self.scheduler.running, *self.scheduler.waiting):
-                self.counters["failed_requests"] += 1
+                self.count(request.robot, "failed_requests")
                 self._finish(request, "engine_error")
             raise
 
@@ -254,7 +259,7 @@ class EngineCore:
         state = self.normalization.normalize_state(observation.state)
         tokens, cut = pi05_prompt_tokens(self.tokenizer, observation.instruction, state,
                                          config.state_dim, config.max_prompt_tokens)
-        self.counters["truncated_instructions"] += cut
+        self.count(observation.robot, "truncated_instructions", cut)
         return build_prefix(config, self.config.camera_names, observation.images, tokens)
 
     # -- shared pieces -----------------------------------------------------------------------
@@ -286,10 +291,10 @@ class EngineCore:
         chunk = ActionChunk(frame_id, observation.stamp, actions, arrival - start, late=late,
                             rtc=guided, inference_delay=frozen, robot=robot.name)
         self.counters["deadline_misses"] += late
-        self.counters["rtc_chunks"] += guided
+        self.count(robot.name, "rtc_chunks", guided)
         # took over after its frozen steps: the switch is not inside the frozen part
-        self.counters["rtc_late_switches"] += (
-            guided and arrival - observation.stamp > frozen * self.config.action_dt_s)
+        self.count(robot.name, "rtc_late_switches",
+                   guided and arrival - observation.stamp > frozen * self.config.action_dt_s)
         self._emit(chunk, self.on_chunk)
         return chunk
 

@@ -218,12 +218,18 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         self.scheduler.preempt(request)
         self.counters["preemptions"] += 1
 
-    @property
-    def waiting_for_observation(self) -> int:
-        """Requests that cannot attach: no observation of their robot has been seen yet."""
-        waiting = tuple(self.scheduler.waiting)   # one copy: /diagnostics reads from its thread
-        return sum(r.status is Status.WAITING and not self.robots[r.robot].observed
-                   for r in waiting)
+    def requests_of(self, robot: str) -> dict:
+        """`robot`'s requests: pending (its dialogue not ended, places held, its memory
+        requests), running, and waiting_for_observation (none of its observations seen yet:
+        they cannot attach)."""
+        # one copy each: /diagnostics reads from its own thread
+        running, waiting = tuple(self.scheduler.running), tuple(self.scheduler.waiting)
+        mine = [r for r in running + waiting if r.robot == robot]
+        return {"pending_requests": self.pending_dialogue_of(robot)
+                + sum(r.kind == "memory" for r in mine),
+                "running_requests": sum(r.robot == robot for r in running),
+                "waiting_for_observation": 0 if self.robots[robot].observed
+                else sum(r.status is Status.WAITING for r in mine)}
 
     def language(self, until: float) -> None:
         """Language work until `until` (engine clock).
@@ -327,5 +333,5 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         """The only running request cannot grow: the pool beside the robots' newest prefixes
         is all its own, so no preemption can make room (it would resume and run out again,
         holding every request behind it). It ends kv_full, its answer cut there."""
-        self.counters["kv_full_requests"] += 1
+        self.count(request.robot, "kv_full_requests")
         self._finish(request, "kv_full")

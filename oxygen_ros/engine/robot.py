@@ -3,7 +3,8 @@ which RTC continues), its FrameTiming, its memory windows, and the newest prefix
 language requests attach to. One engine serves one or several robots with one model and
 one KV pool; a single robot is the fleet of one, named ""."""
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Optional
 
 from oxygen_ros.cache.page_table import PageTable
@@ -23,6 +24,8 @@ class Robot:
     next_frame_at: Optional[float] = None      # engine clock; None before its first frame
     refused: str = ""                          # why admission refused it ("": served)
     times_shed: int = 0                        # by admission at run time
+    # its share of the engine's counters: requests, chunks (Engine.count)
+    counters: Counter = field(default_factory=Counter)
 
     @property
     def observed(self) -> bool:

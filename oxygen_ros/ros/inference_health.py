@@ -103,8 +103,6 @@ def real_time_report(engine, timing, counters: Mapping[str, int], frame_starts: 
         "language_floor": engine.config.language_floor,
         "torch_threads": torch_threads,
         "chunk_switch": engine.config.chunk_switch,
-        "rtc_chunks": engine.counters["rtc_chunks"],
-        "rtc_late_switches": engine.counters["rtc_late_switches"],
     }
     if capacity is not None:
         report |= {
@@ -123,25 +121,31 @@ def longest_gap(times: Sequence[float], since: float) -> float:
     return max((b - a for a, b in zip(times, times[1:]) if b > since), default=0.0)
 
 
+# a robot's share of the engine's counters, in its status
+ROBOT_COUNTERS = ("timed_out_requests", "rejected_requests",
+                  "truncated_requests",         # over max_request_tokens
+                  "truncated_instructions",     # over max_prompt_tokens
+                  "cancelled_requests", "kv_full_requests", "rtc_chunks", "rtc_late_switches")
+
+
+def robot_values(engine, robot: str) -> dict:
+    """One robot's requests (OxygenEngine.requests_of) and its share of the engine's
+    counters, for its /diagnostics status."""
+    share = engine.robot_of(robot).counters
+    return engine.requests_of(robot) | {key: share[key] for key in ROBOT_COUNTERS}
+
+
 def engine_values(engine) -> dict:
-    """The KV pool, the requests and the engine's counters, for /diagnostics."""
+    """The KV pool and the engine's counters that no one robot owns, for /diagnostics."""
     pool = engine.cache.pool
     return {
         "kv_pages_in_use": pool.used_pages,
         "kv_pages_total": pool.num_pages,
         "kv_bytes_in_use": pool.bytes_in_use,
         "kv_bytes_peak": pool.peak_bytes,
-        "pending_requests": engine.pending_requests,
-        "running_requests": len(engine.scheduler.running),
-        "waiting_for_observation": engine.waiting_for_observation,
-        "timed_out_requests": engine.counters["timed_out_requests"],
-        "rejected_requests": engine.counters["rejected_requests"],
-        "truncated_requests": engine.counters["truncated_requests"],        # max_request_tokens
-        "truncated_instructions": engine.counters["truncated_instructions"],  # max_prompt_tokens
         "frames": engine.counters["frames"],
         "language_tokens": engine.counters["tokens"],
         "preemptions": engine.counters["preemptions"],
-        "kv_full_requests": engine.counters["kv_full_requests"],   # ended: the pool was full
         "throttled_frames": engine.counters["throttled_frames"],
         "robots_shed": engine.counters["robots_shed"],            # admission at run time
         "robots_readmitted": engine.counters["robots_readmitted"],

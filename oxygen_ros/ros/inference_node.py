@@ -250,12 +250,12 @@ class InferenceNode(LifecycleNode):
         shared = {
             "tokens_per_s": (engine.counters["tokens"] - tokens_before) / max(now - since, 1e-6),
         } | inference_health.engine_values(engine) | {
-            "cancelled_requests": engine.counters["cancelled_requests"],
             "lost_responses": lost_responses.count(),
         } | {f"kv_bytes_{owner}": n for owner, n in engine.cache.pool.bytes_by_owner().items()} \
           | dict(self.counters)
-        statuses = [port.status(shared, self._thread.is_alive(), self._active, self.dry_run,
-                                self.torch_threads) for port in self.ports.values()]
+        statuses = [port.status(shared | inference_health.robot_values(engine, name),
+                                self._thread.is_alive(), self._active, self.dry_run,
+                                self.torch_threads) for name, port in self.ports.items()]
         self.diagnostics_pub.publish(diagnostics.array(self.get_clock().now().to_msg(), *statuses))
 
     def destroy_node(self) -> None:

@@ -207,12 +207,13 @@ def test_requests_wait_for_an_observation_only_before_the_robots_first_frame(tin
     engine = OxygenEngine(tiny_model, config(memory_period_s=0, dialogue_max_tokens=4))
     engine.submit_dialogue("before any frame")
     engine.drain()
-    assert not engine.robot.observed and engine.waiting_for_observation == 1
+    waiting = lambda: engine.requests_of("")["waiting_for_observation"]    # noqa: E731
+    assert not engine.robot.observed and waiting() == 1
     engine.step(stream(1)[0])
-    assert engine.robot.observed and engine.waiting_for_observation == 0
+    assert engine.robot.observed and waiting() == 0
     # a frame replaces the newest prefix: a request arriving meanwhile waits for the
     # frame's end, not for an observation
     engine.release_newest()
     engine.submit_dialogue("during a frame")
     engine.drain()
-    assert engine.robot.newest is None and engine.waiting_for_observation == 0
+    assert engine.robot.newest is None and waiting() == 0

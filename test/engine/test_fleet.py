@@ -178,6 +178,29 @@ def test_a_robots_requests_over_its_limit_are_refused_without_touching_the_other
         engine.submit_dialogue("hello", robot="c")
 
 
+def test_each_robot_has_its_own_share_of_the_request_counters(tiny_model):
+    """One robot's refused, cut and cancelled requests are its own: the other's status
+    reads none of them (robot_values), while the engine's counters hold them all."""
+    from oxygen_ros.ros.inference_health import robot_values
+
+    engine, clock, _ = fleet(tiny_model, ["a", "b"], max_pending_requests=2,
+                             max_request_tokens=48)
+    for text in ("a long question " * 10, "second", "third"):
+        engine.submit_dialogue(text, robot="a")
+    engine.submit_dialogue("and you?", robot="b")
+    engine.drain()
+    cancelled = next(r.id for r in engine.scheduler.waiting if r.robot == "a")
+    engine.cancel_dialogue(cancelled)
+    engine.drain()
+    a, b = robot_values(engine, "a"), robot_values(engine, "b")
+    assert (a["truncated_requests"], a["rejected_requests"], a["cancelled_requests"]) == (1, 1, 1)
+    assert (b["truncated_requests"], b["rejected_requests"], b["cancelled_requests"]) == (0, 0, 0)
+    assert engine.counters["truncated_requests"] == engine.counters["rejected_requests"] == 1
+    # nothing observed yet: a's one request left and b's wait for their robots' frames
+    assert (a["pending_requests"], a["waiting_for_observation"]) == (1, 1)
+    assert (b["pending_requests"], b["waiting_for_observation"]) == (1, 1)
+
+
 def test_a_robot_the_capacity_cannot_serve_is_refused_with_the_numbers(tiny_model):
     # one chunk costs 60 ms of action path, each more robot 60 ms more: a 0.2 s period
     # with a 25 % language floor holds two robots, not three

@@ -135,6 +135,11 @@ def test_two_robots_through_one_server_each_get_their_own_outputs(
         [answered] = results(beta, [sent.result()], server)
         assert list(answered.result.missing_cameras) == CAMERAS[1:], answered.result
         asker.destroy()
+        # a request cut to max_request_tokens counts in its own robot's status only
+        alpha.requests.publish(String(data="why? " * 200))
+        assert spin_probes(probes.values(), 60.0, lambda: alpha.counter(
+            "inference/alpha", "truncated_requests") == 1), log()
+        assert alpha.counter("inference/beta", "truncated_requests") == 0
 
         def trips(robot: str) -> int:
             return int(alpha.diagnostics[f"oxygen_ros: inference/{robot}"][2]["watchdog_trips"])

@@ -11,7 +11,7 @@ import pytest
 
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.oxygen import OxygenEngine
-from oxygen_ros.ros.inference_health import Health, engine_values
+from oxygen_ros.ros.inference_health import Health, engine_values, robot_values
 
 FINE = dict(engine_running=True, control_running=True, active=True, stale=False, targets_missed=None,
             deadline_misses=0)
@@ -101,6 +101,7 @@ def test_the_diagnostics_read_safely_while_other_threads_change_what_they_read(t
         for _ in range(3000):
             try:
                 engine_values(engine)
+                robot_values(engine, "")
                 Health().verdict(**FINE, counters=counters)
             except RuntimeError as error:    # "deque mutated during iteration", ...
                 errors.append(repr(error))
@@ -109,4 +110,5 @@ def test_the_diagnostics_read_safely_while_other_threads_change_what_they_read(t
         changer.join()
         sys.setswitchinterval(interval)
     assert errors == []
-    assert engine_values(engine)["waiting_for_observation"] == 20
+    assert robot_values(engine, "")["waiting_for_observation"] == 20
+    assert robot_values(engine, "")["pending_requests"] == 20
