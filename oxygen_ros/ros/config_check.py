@@ -176,6 +176,17 @@ def check_together(config: Path, planned: str, nodes: Mapping[str, str]) -> None
             check_topics(node, values, full_name)
         except ValueError as error:
             raise ValueError(f"{node}: {error}") from None
+        if node == "inference" and values["robots"] and "camera_ingest" in nodes:
+            _warn_unfed(list(values["robots"]), nodes["camera_ingest"])
+
+
+def _warn_unfed(robots: list, ingest: str) -> None:
+    """A fleet server reads each robot's observations under /<robot>/: a camera_ingest
+    started beside it in no robot's namespace feeds none of them."""
+    if ingest.rpartition("/")[0].lstrip("/") not in robots:
+        warn(f"inference serves robots {robots}, each from /<robot>/oxygen/observation: "
+             f"{ingest} feeds none of them (start each robot's camera_ingest in its namespace: "
+             "humanoid.launch.py namespace:=<robot> inference:=remote)")
 
 
 def check_topics(node: str, values: dict, full_name: str) -> None:

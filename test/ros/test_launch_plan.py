@@ -434,6 +434,24 @@ def test_a_topic_that_expands_to_no_topic_name_where_the_node_runs_stops_the_sta
             launch_plan.node_parameters({}, config, "inference")
 
 
+def test_a_camera_ingest_in_no_served_robots_namespace_is_warned_of(tmp_path, capsys):
+    """A fleet server reads /<robot>/oxygen/observation: `oxygen-ros run -p
+    inference:robots:=[alpha]` would start a camera_ingest that feeds no robot."""
+    config = tmp_path / "fleet.yaml"
+    config.write_text("inference:\n  ros__parameters:\n    robots: [alpha]\n")
+    planned = config.read_text()
+    config_check.check_together(config, planned, {"camera_ingest": "/camera_ingest",
+                                                  "inference": "/inference"})
+    assert capsys.readouterr().err == (
+        "warning: inference serves robots ['alpha'], each from /<robot>/oxygen/observation: "
+        "/camera_ingest feeds none of them (start each robot's camera_ingest in its "
+        "namespace: humanoid.launch.py namespace:=<robot> inference:=remote)\n")
+    config_check.check_together(config, planned, {"camera_ingest": "/alpha/camera_ingest",
+                                                  "inference": "/inference"})
+    config_check.check_together(config, planned, {"inference": "/inference"})
+    assert capsys.readouterr().err == ""
+
+
 def test_a_robots_own_section_names_its_topics_as_written_and_wins(tmp_path):
     config = tmp_path / "robots.yaml"
     rig = ["/rig/base", "/rig/left", "/rig/right"]
