@@ -139,6 +139,37 @@ def test_replay_of_an_old_bag_with_its_stamps_kept_warns_that_they_are_stale(tmp
     assert task.returncode == 0 and "warning" not in task.stderr, task.stderr
 
 
+def test_replay_with_start_on_stdin_waits_for_a_line_before_the_first_message(tmp_path):
+    assert run_cli("make-demo-bag", str(tmp_path / "bag"), "--duration", "1",
+                   "--size", "64x48").returncode == 0
+    replay = subprocess.Popen([sys.executable, "-m", "oxygen_ros.cli", "replay",
+                               str(tmp_path / "bag"), "--restamp", "--delay", "0",
+                               "--start-on-stdin"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parent.parent)
+    try:
+        lines = []
+        while not (lines and lines[-1].startswith("ready:")):
+            line = replay.stdout.readline()
+            assert line, (lines, replay.stderr.read())
+            lines.append(line)
+        assert not any(line.startswith("replay clock") for line in lines), lines
+        sent = time.time()
+        replay.stdin.write("go\n")
+        replay.stdin.close()
+        rest = replay.stdout.read()
+        assert replay.wait(timeout=120) == 0, replay.stderr.read()
+        assert rest.startswith("replay clock: bag time 0 s = wall time "), rest
+        started = float(rest.splitlines()[0].rsplit(" ", 1)[1])
+        assert started >= sent, (started, sent)  # bag time 0 came after the line, not before
+        assert "published 96 messages" in rest, rest
+    finally:
+        replay.kill()
+        replay.wait()
+        replay.stdout.close()
+        replay.stderr.close()
+
+
 def test_gpu_check_without_torch_says_which_python_to_use():
     script = Path(__file__).resolve().parent.parent / "tools" / "gpu_check.py"
     result = subprocess.run([sys.executable, "-S", str(script), "--device", "cpu"],

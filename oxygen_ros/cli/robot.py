@@ -3,6 +3,7 @@
 import argparse
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -132,6 +133,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
             if missing:
                 print(f"no subscriber yet on {missing}; replaying anyway", flush=True)
         stop.wait(args.delay)  # let subscribers discover the publishers
+        if args.start_on_stdin:
+            print(READY_LINE, flush=True)
+            _wait_for_a_line(stop)
         # restamped header = wall time: this line maps it back to bag time
         print(f"replay clock: bag time {args.start_offset:g} s = wall time {time.time():.6f}",
               flush=True)
@@ -144,6 +148,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+READY_LINE = "ready: the first message goes when a line comes on standard input"
+
+
+def _wait_for_a_line(stop) -> None:
+    """Until a line (or the end) comes on stdin, or `stop` is set (a signal does not
+    interrupt a read)."""
+    came = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), came.set()), daemon=True).start()
+    while not (came.wait(0.1) or stop.is_set()):
+        pass
 
 
 def _name_error(error: Exception) -> str:
@@ -272,6 +288,10 @@ def add_commands(sub) -> None:
     replay.add_argument("--delay", type=bounded(float, least=0, most=LONGEST_WAIT_S), default=0.5,
                         help="then wait this many seconds (at most an hour) before the "
                              "first message (default 0.5)")
+    replay.add_argument("--start-on-stdin", action="store_true",
+                        help="then print a 'ready:' line and start when a line comes on "
+                             "standard input (several replays started together, as "
+                             "oxygen-ros demo --robots starts its robots' bags)")
     replay.set_defaults(func=cmd_replay)
 
     inspect = sub.add_parser("inspect", help=cmd_inspect.__doc__)

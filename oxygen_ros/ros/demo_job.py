@@ -102,11 +102,15 @@ class DemoProgress:
         return self.final_diagnostics < 2 and waited < self.drain_s
 
 
-def _forward_replay_output(replay, clock: dict, key: str, echo: bool) -> None:
-    """Echo the replay's lines (when `echo`); keep the wall time of bag time 0 it reports."""
+def _forward_replay_output(replay, clock: dict, key: str, echo: bool,
+                           ready: threading.Event) -> None:
+    """Echo the replay's lines (when `echo`); set `ready` when it waits to start; keep the
+    wall time of bag time 0 it reports."""
     for line in replay.stdout:
-        if echo:
+        if echo and not line.startswith("ready:"):
             print(line, end="", flush=True)
+        if line.startswith("ready:"):
+            ready.set()
         if line.startswith("replay clock:"):
             clock[key] = float(line.rsplit(" ", 1)[1])
 
@@ -250,14 +254,17 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
             threading.Thread(target=_kill_when_served, daemon=True,
                              args=(ingests[-1], monitors[-1], job.camera_killed_at_s,
                                    finished)).start()
+        ready = []
         for robot, (bag, _) in zip(robots, bags):
             replays.append(subprocess.Popen(
                 [sys.executable, "-m", "oxygen_ros.cli", "replay", str(bag), "--restamp",
                  "--wait-for-subscribers", str(REPLAY_WAIT_S), "--delay", "0.5",
-                 "--namespace", robot],
-                stdout=subprocess.PIPE, text=True))
-            threading.Thread(target=_forward_replay_output,
-                             args=(replays[-1], clock, robot, job.live), daemon=True).start()
+                 "--namespace", robot, "--start-on-stdin"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+            ready.append(threading.Event())
+            threading.Thread(target=_forward_replay_output, daemon=True,
+                             args=(replays[-1], clock, robot, job.live, ready[-1])).start()
+        _start_together(replays, ready, executor, stop)
         # each bag's length, the replay's own wait for subscribers, and a margin
         limit = job.duration_s + REPLAY_WAIT_S + 30.0
         spin_until(executor, stop, every_second=DemoProgress(
@@ -276,6 +283,23 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
         rclpy.try_shutdown()
         params.cleanup()
     return summaries, rss
+
+
+def _start_together(replays: list, ready: list, executor, stop: threading.Event) -> None:
+    """Start the replays' first messages at once, when each is ready (its subscribers
+    found; on a loaded machine one can take seconds longer to start than another), or
+    when one has ended, or after REPLAY_WAIT_S and a margin."""
+    deadline = time.monotonic() + REPLAY_WAIT_S + 30.0
+    while not (all(r.is_set() for r in ready) or stop.is_set()
+               or time.monotonic() > deadline
+               or any(replay.poll() is not None for replay in replays)):
+        executor.spin_once(timeout_sec=0.05)
+    for replay in replays:
+        try:
+            replay.stdin.write("\n")
+            replay.stdin.close()
+        except OSError:       # it has ended
+            pass
 
 
 def _check_running(ingests: list, servers: list, robots: list[str], live: bool) -> None:
