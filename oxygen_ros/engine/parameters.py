@@ -68,9 +68,11 @@ class Spec:
             raise ValueError(f"{name} must be {allowed}, not {value!r}")
         if self.pattern is not None and not re.fullmatch(self.pattern, value):
             raise ValueError(f"{name} must match {self.pattern}, not {value!r}")
-        for text in (value if self.element_type is str else (value,)) if self.rule else ():
-            if problem := self.rule.problem(text):
-                raise ValueError(f"{name} must be {self.rule.allowed}, not {text!r}: {problem}")
+        if self.rule is not None:
+            for text in value if self.element_type is str else (value,):
+                if problem := self.rule.problem(text):
+                    raise ValueError(f"{name} must be {self.rule.allowed}, not {text!r}: "
+                                     f"{problem}")
         if self.range is not None and not self.range[0] <= value <= self.range[1]:
             raise ValueError(f"{name} must be in [{self.range[0]}, {self.range[1]}], "
                              f"not {value!r}")

@@ -107,10 +107,11 @@ def _forward_replay_output(replay, clock: dict, key: str, echo: bool,
     """Echo the replay's lines (when `echo`); set `ready` when it waits to start; keep the
     wall time of bag time 0 it reports."""
     for line in replay.stdout:
-        if echo and not line.startswith("ready:"):
-            print(line, end="", flush=True)
         if line.startswith("ready:"):
             ready.set()
+            continue
+        if echo:
+            print(line, end="", flush=True)
         if line.startswith("replay clock:"):
             clock[key] = float(line.rsplit(" ", 1)[1])
 
