@@ -18,7 +18,7 @@ from std_msgs.msg import String
 
 from oxygen_ros.msg import Observation
 from oxygen_ros.ros import diagnostics, qos, ros_parameters
-from oxygen_ros.ros.conversions import (joint_state_problem, old_stamp_hint, stamp_ns,
+from oxygen_ros.ros.conversions import (joint_state_problem, stale_stamp_text, stamp_ns,
                                         take_instruction)
 from oxygen_ros.ros.config_check import check_topics
 from oxygen_ros.ros.diagnostics import guarded
@@ -158,9 +158,10 @@ class CameraIngest(Node):
     def _fresh(self, stamp: int, topic: str) -> bool:
         now = self.get_clock().now().nanoseconds
         if stamp < now - self.max_age_ns:
-            self._problem("stale", f"{topic}: stamp {(now - stamp) / NS:.3f} s old, over "
-                                   f"max_age_s {self.max_age_ns / NS:g} (dropped"
-                                   f"{old_stamp_hint((now - stamp) / NS)})", topic)
+            text = stale_stamp_text((now - stamp) / NS, stamp,
+                                    self.get_parameter("use_sim_time").value)
+            self._problem("stale", f"{topic}: {text} (over max_age_s "
+                                   f"{self.max_age_ns / NS:g}: dropped)", topic)
             return False
         if stamp > now + self.max_age_ns:
             self._problem("future", f"{topic}: stamp {(stamp - now) / NS:.3f} s ahead of this "

@@ -25,14 +25,25 @@ def to_seconds(stamp) -> float:
 
 
 RECORDED_AGE_S = 60.0   # a stamp this old is more likely a bag's than a late message's
+_UNITS = ((365.25 * 86400, "years"), (86400, "days"), (3600, "h"), (60, "min"))
 
 
-def old_stamp_hint(age_s: float) -> str:
-    """What to do about a stamp `age_s` old, for a dropped message's log line."""
+def stale_stamp_text(age_s: float, stamp: int, sim_time: bool) -> str:
+    """How old a dropped message's stamp is, and what most likely made it so, for its log
+    line: `stamp` in nanoseconds, `sim_time` whether the node runs on /clock."""
+    if stamp == 0:
+        return ("stamp zero: its publisher left header.stamp unset (stamp each message "
+                "with its capture time)")
+    text = f"stamp {age_s:.3f} s old"
     if age_s < RECORDED_AGE_S:
-        return ""
-    return ("; a bag's recorded stamps? replay it with --clock and use_sim_time:=true, or "
-            "with oxygen-ros replay --restamp")
+        return text
+    size, unit = next((size, unit) for size, unit in _UNITS if age_s >= size)
+    text = f"stamp {age_s:.0f} s ({age_s / size:.1f} {unit}) old"
+    if sim_time:
+        return (text + "; this node's /clock runs ahead of these stamps: replay the bag with "
+                "--clock, and let nothing else publish /clock")
+    return (text + "; a bag's recorded stamps? replay it with --clock and use_sim_time:=true, "
+            "or with oxygen-ros replay --restamp")
 
 
 def time_from_ns(nanoseconds: int) -> Time:

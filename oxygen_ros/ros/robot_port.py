@@ -150,8 +150,8 @@ class RobotPort:
         if stamp > now + age_limit:
             return self.bad_input("future_stamp", f"observation stamped {stamp - now:.2f} s ahead")
         if stamp < now - age_limit:
-            return self.bad_input("stale_stamp", f"observation {now - stamp:.2f} s old"
-                                                 f"{conversions.old_stamp_hint(now - stamp)}")
+            return self.bad_input("stale_stamp", "observation " + conversions.stale_stamp_text(
+                now - stamp, stamp_ns, self.node.get_parameter("use_sim_time").value))
         decoded = conversions.observation_from_msg(msg, self.camera_names, self.joint_names,
                                                    self.instruction, self.image_size)
         for problem in decoded.problems:

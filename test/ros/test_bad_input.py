@@ -204,8 +204,8 @@ def test_observations_from_the_past_are_counted(graph):
     """100 s old: the log line says what a stamp that old most likely is (a bag's)."""
     check(graph, "inference", "stale_stamp",
           lambda probe, pubs: pubs["observation"].publish(observation(probe, offset_s=-100)),
-          "s old; a bag's recorded stamps? replay it with --clock and use_sim_time:=true, or "
-          "with oxygen-ros replay --restamp")
+          "s (1.7 min) old; a bag's recorded stamps? replay it with --clock and "
+          "use_sim_time:=true, or with oxygen-ros replay --restamp")
 
 
 def test_camera_frames_from_the_past_are_dropped_by_ingest(graph):
@@ -213,8 +213,18 @@ def test_camera_frames_from_the_past_are_dropped_by_ingest(graph):
         pixels = np.zeros((48, 64, 3), np.uint8)
         pubs["camera"].publish(rgb_to_image(pixels, Image, now_stamp(probe, -100), "base"))
     check(graph, "camera_ingest", "stale", send,
-          "(dropped; a bag's recorded stamps? replay it with --clock and use_sim_time:=true, "
-          "or with oxygen-ros replay --restamp)")
+          "s (1.7 min) old; a bag's recorded stamps? replay it with --clock and "
+          "use_sim_time:=true, or with oxygen-ros replay --restamp (over max_age_s")
+
+
+def test_camera_frames_stamped_zero_are_dropped_by_ingest_naming_the_publisher(graph):
+    """A publisher that never sets header.stamp: the log says so, not "56 years old"."""
+    def send(probe, pubs):
+        msg = compressed(probe, jpeg(64, 48))
+        msg.header.stamp = Time()
+        pubs["compressed"].publish(msg)
+    check(graph, "camera_ingest", "stale", send, "/cameras/left_wrist/image_raw/compressed: "
+          "stamp zero: its publisher left header.stamp unset")
 
 
 def test_camera_frames_from_the_future_are_dropped_by_ingest(graph):

@@ -85,3 +85,20 @@ def test_chunk_and_trajectory_messages():
     assert [(p.time_from_start.sec, p.time_from_start.nanosec) for p in trajectory.points] == [
         (0, 500_000_000), (1, 0), (1, 500_000_000)]
     assert conversions.to_seconds(conversions.to_time(1.999999999999)) < 2.0 + 1e-9
+
+
+def test_a_stale_stamp_is_explained_by_what_most_likely_made_it():
+    """A zero stamp: its publisher never set one; a minute and more: a bag's recorded
+    stamps, or on sim time a /clock ahead of them; a late message: only its age."""
+    text = conversions.stale_stamp_text
+    assert text(2.5, 7, False) == "stamp 2.500 s old"
+    assert text(1.8e9, 0, False).startswith("stamp zero: its publisher left header.stamp unset")
+    assert text(1.8e9, 0, True) == text(1.8e9, 0, False)
+    years = text(96_632_363.0, 10**18, False)
+    assert years.startswith("stamp 96632363 s (3.1 years) old; a bag's recorded stamps? "
+                            "replay it with --clock and use_sim_time:=true"), years
+    assert text(100.0, 10**18, False).startswith("stamp 100 s (1.7 min) old; a bag's")
+    assert text(7200.0, 10**18, False).startswith("stamp 7200 s (2.0 h) old")
+    assert text(3 * 86400.0, 10**18, False).startswith("stamp 259200 s (3.0 days) old")
+    on_clock = text(100.0, 10**18, True)
+    assert "--restamp" not in on_clock and "/clock runs ahead of these stamps" in on_clock
