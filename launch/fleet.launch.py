@@ -10,7 +10,7 @@ oxygen_ros.ros.launch_plan (tested without launch_ros)."""
 
 from pathlib import Path
 
-from launch import LaunchDescription
+from launch import LaunchDescription, logging
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
@@ -30,6 +30,9 @@ ARGUMENTS = {
 
 def _server(context):
     arguments = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
+    for warning in launch_plan.ignored_arguments(context.launch_configurations, ARGUMENTS,
+                                                 ("inference",)):
+        logging.get_logger("launch.user").warning(warning)
     share = FindPackageShare("oxygen_ros").perform(context)
     config = launch_plan.config_file(arguments, Path(share) / "config")
     respawn = launch_plan.on_node_exit(arguments) == "respawn"

@@ -12,7 +12,7 @@ A robot of a fleet: namespace:=<robot> puts both nodes under /<robot> and every 
 
 from pathlib import Path
 
-from launch import LaunchDescription
+from launch import LaunchDescription, logging
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
@@ -42,6 +42,9 @@ ARGUMENTS = {
 
 def _nodes(context):
     arguments = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
+    for warning in launch_plan.ignored_arguments(context.launch_configurations, ARGUMENTS,
+                                                 ("camera_ingest", "inference")):
+        logging.get_logger("launch.user").warning(warning)
     share = FindPackageShare("oxygen_ros").perform(context)
     config = launch_plan.config_file(arguments, Path(share) / "config")
     namespace = launch_plan.robot_namespace(arguments)

@@ -15,10 +15,11 @@ fleet_parameters): the config's, its section under the node's full name, the arg
 set in it."""
 
 import atexit
+import difflib
 import os
 import tempfile
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.ros import rcl_yaml
@@ -58,6 +59,26 @@ ROBOT_TOPICS = {
 TOPIC_ARGUMENTS = {"joint_states_topic": ("camera_ingest", "joint_state_topic"),
                    "command_topic": ("inference", "command_topic"),
                    "trajectory_topic": ("inference", "trajectory_topic")}
+
+
+def ignored_arguments(given: Mapping[str, str], declared: Iterable[str],
+                      nodes: Iterable[str]) -> list[str]:
+    """Warnings for the launch configurations `given` that this file does not read yet look
+    meant for it, which launch ignores without a word: a near miss of a `declared` argument
+    (joint_state_topic:= for joint_states_topic:=), or a parameter of one of the `nodes` it
+    starts (set in config_file). Any other name is left alone: an including file's own."""
+    declared = list(declared)
+    warnings = []
+    for name in sorted(set(given) - set(declared)):
+        near = difflib.get_close_matches(name, declared, n=1, cutoff=0.8)
+        owners = [node for node in nodes if name in NODE_SPECS[node]()]
+        if near:
+            warnings.append(f"{name}:= is no argument of this launch file, and is ignored: "
+                            f"did you mean {near[0]}:=?")
+        elif owners:
+            warnings.append(f"{name}:= is ignored: it is a parameter of {owners[0]}, not a "
+                            f"launch argument (set it in the YAML config_file:= names)")
+    return warnings
 
 
 def config_file(arguments: Mapping[str, str], config_dir: Path) -> Path:

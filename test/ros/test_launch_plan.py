@@ -518,6 +518,28 @@ def test_inference_remote_starts_only_camera_ingest_and_needs_the_robots_name():
     assert launch_plan.robot_namespace({"namespace": "/alpha"}) == "alpha"
 
 
+def test_a_launch_argument_meant_for_the_file_that_it_does_not_read_is_warned_of():
+    """launch ignores an undeclared name:=value without a word; a near miss of a declared
+    argument, or a node's parameter given as one, is named; another name (an including
+    file's own) is left alone."""
+    declared = [*launch_plan.MODEL_ARGUMENTS, *launch_plan.TOPIC_ARGUMENTS, "config_file"]
+    nodes = ("camera_ingest", "inference")
+    given = {"joint_state_topic": "/js", "checkpont": "/ckpt", "camera_topics": "[/a]",
+             "robot_description": "<robot/>", "preset": "tiny", "max_age_s": "2.0"}
+    assert launch_plan.ignored_arguments(given, declared, nodes) == [
+        "camera_topics:= is ignored: it is a parameter of camera_ingest, not a launch "
+        "argument (set it in the YAML config_file:= names)",
+        "checkpont:= is no argument of this launch file, and is ignored: did you mean "
+        "checkpoint:=?",
+        "joint_state_topic:= is no argument of this launch file, and is ignored: did you "
+        "mean joint_states_topic:=?",
+        "max_age_s:= is ignored: it is a parameter of camera_ingest, not a launch argument "
+        "(set it in the YAML config_file:= names)"]
+    assert launch_plan.ignored_arguments({"camera_topics": "[/a]"}, declared,
+                                         ("inference",)) == []     # the fleet server's
+    assert launch_plan.ignored_arguments({name: "" for name in declared}, declared, nodes) == []
+
+
 def test_the_fleet_server_gets_its_yaml_values_the_given_arguments_and_its_robots():
     config = launch_plan.config_file({"preset": "tiny"}, CONFIG)
     given = {"preset": "tiny", "dry_run": "false", "robots": "[alpha, beta]"}
