@@ -14,6 +14,17 @@ JOINTS = 14
 MAX_PIXELS = 4096 * 4096        # default limit: above every real camera, below a bomb
 TOPIC = Rule("a ROS topic name", topic_name_problem)
 ACTION = Rule("a ROS action name", action_name_problem)
+YAML_NULLS = ("null", "Null", "NULL", "~", "None", "none")
+
+
+def path_problem(value: str) -> str:
+    if value in YAML_NULLS:
+        return ("rcl reads an unquoted YAML null as that very string, a path no file has; "
+                "write '' for none")
+    return ""
+
+
+PATH = Rule("a path, or '' for none", path_problem)
 
 
 @dataclass(frozen=True)
@@ -58,9 +69,9 @@ class InferenceParameters:
     preset: str = parameter("small", "model preset when no checkpoint is given",
                             choices=tuple(PRESETS))
     checkpoint: str = parameter("", "π0.5 checkpoint directory (openpi PyTorch or lerobot "
-                                    "pi05 layout)")
+                                    "pi05 layout)", rule=PATH)
     tokenizer: str = parameter("", "PaliGemma SentencePiece .model file (needed with a "
-                                   "checkpoint)")
+                                   "checkpoint)", rule=PATH)
     asset_id: str = parameter("", "openpi normalization stats to use (assets/<asset_id>/)")
     normalization: str = parameter("", "'': the checkpoint's statistics (required if it "
                                        "normalizes); identity: none", choices=("", "identity"))
