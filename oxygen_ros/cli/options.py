@@ -229,7 +229,8 @@ def node_ros_args(arguments: dict[str, str], config: Path, params,
     planned = launch_plan.with_overrides(config, overrides)
     file = launch_plan.parameters_file(planned) if params else str(config)
     for robot, ingest in ingests.items():
-        plan = launch_plan.namespaced_ingest(Path(file), robot) if robot else planned
+        plan = (launch_plan.namespaced_ingest(Path(file), robot, given.get("camera_ingest", {}))
+                if robot else planned)
         nodes = {"camera_ingest": ingest, "inference": "/inference"}
         config_check.check_cameras(config, plan, nodes)
         config_check.check_together(config, plan, nodes)

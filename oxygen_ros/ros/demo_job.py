@@ -156,15 +156,17 @@ def start_servers(ros_args: list, robots: list[str], directory: Path, separate: 
     return servers
 
 
-def start_ingests(ros_args: list, robots: list[str], directory: Path, output=None) -> list:
+def start_ingests(ros_args: list, robots: list[str], directory: Path, output=None,
+                  given: Optional[dict] = None) -> list:
     """Each robot's camera_ingest under /<robot> with its topics there (as `humanoid.launch.py
     namespace:=<robot> inference:=remote` runs it), given one YAML: the run's, with the topics
-    set and its section moved to its full name (the run's other -p are the inference node's)."""
+    set and its section moved to its full name, the run's -p camera_ingest values (`given`)
+    winning over a robot's own section (the run's other -p are the inference node's)."""
     config = _config(ros_args)
     ingests = []
     for robot in robots:
         robot_yaml = directory / f"{robot}_camera_ingest.yaml"
-        robot_yaml.write_text(launch_plan.namespaced_ingest(config, robot))
+        robot_yaml.write_text(launch_plan.namespaced_ingest(config, robot, given or {}))
         ingests.append(subprocess.Popen(
             node_command("camera_ingest", "camera_ingest")
             + ["--ros-args", "--params-file", str(robot_yaml), "-r", f"__ns:=/{robot}"],
@@ -243,7 +245,8 @@ def run_robots(job: DemoJob) -> tuple[dict, int]:
         else:
             # the robots' camera_ingest first: the server calibrates on a machine at rest
             output = None if job.live else subprocess.DEVNULL
-            ingests = start_ingests(job.ros_args, robots, Path(params.name), output)
+            ingests = start_ingests(job.ros_args, robots, Path(params.name), output,
+                                    (job.overrides or {}).get("camera_ingest", {}))
             wait_for([f"oxygen_ros: camera_ingest/{robot}" for robot in robots])
             servers = start_servers(job.ros_args, robots, Path(params.name), job.separate,
                                     output)

@@ -233,12 +233,13 @@ def demo_robot_names(count: int) -> list[str]:
     return [f"robot_{i}" for i in range(count)]
 
 
-def namespaced_ingest(config: Path, robot: str) -> str:
+def namespaced_ingest(config: Path, robot: str, given: Mapping = {}) -> str:
     """The parameters YAML a robot's camera_ingest under /<robot> gets from `config` (as
     `humanoid.launch.py namespace:=<robot> inference:=remote` gives it): its topics placed
-    there (topic_overrides) and its section moved to its full name."""
-    return with_overrides(config, {"camera_ingest": topic_overrides({"namespace": robot},
-                                                                    config, "camera_ingest")},
+    there (topic_overrides) and its section moved to its full name; the values `given` on
+    the command line win over the robot's own section."""
+    values = topic_overrides({"namespace": robot}, config, "camera_ingest") | dict(given)
+    return with_overrides(config, {"camera_ingest": values},
                           {"camera_ingest": f"/{robot}/camera_ingest"})
 
 

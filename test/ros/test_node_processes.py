@@ -163,17 +163,23 @@ def test_a_parameter_given_with_another_type_than_the_files_still_wins(processes
 def test_each_robots_ingest_takes_the_runs_overrides_under_its_namespace(processes, tmp_path,
                                                                          monkeypatch):
     """The fleet demo's camera_ingests (demo_job.start_ingests): a -p for camera_ingest
-    reaches /alpha/camera_ingest and /beta/camera_ingest, each on its robot's topics."""
-    from oxygen_ros.cli.options import chosen_config, node_parameter, node_ros_args
+    reaches /alpha/camera_ingest and /beta/camera_ingest, each on its robot's topics, and
+    wins over a robot's own section in the YAML."""
+    from oxygen_ros.cli.options import (chosen_config, node_parameter, node_ros_args,
+                                        param_overrides)
     from oxygen_ros.ros.demo_job import start_ingests
 
-    arguments = {"preset": "tiny"}
-    ros_args = node_ros_args(arguments, chosen_config(arguments),
-                             [node_parameter("camera_ingest:image_size:=96")])
+    config = tmp_path / "own_sections.yaml"
+    config.write_text(chosen_config({"preset": "tiny"}).read_text()
+                      + "/alpha/camera_ingest:\n  ros__parameters:\n    image_size: 64\n")
+    arguments = {"preset": "tiny", "config_file": str(config)}
+    given = [node_parameter("camera_ingest:image_size:=96")]
+    ros_args = node_ros_args(arguments, chosen_config(arguments), given)
     monkeypatch.setenv("ROS_DOMAIN_ID", str(processes.domain))
     log = tmp_path / "ingests.log"
     with log.open("w") as output:
-        ingests = start_ingests(ros_args, ["alpha", "beta"], tmp_path, output)
+        ingests = start_ingests(ros_args, ["alpha", "beta"], tmp_path, output,
+                                param_overrides(given)["camera_ingest"])
     try:
         deadline = time.monotonic() + 120.0
         while (log.read_text().count("camera_ingest]: cameras ") < 2
