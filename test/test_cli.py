@@ -55,6 +55,9 @@ def test_bad_bag_arguments_are_one_line_errors_not_tracebacks(tmp_path):
         (("make-demo-bag", str(tmp_path / "exists")), "exists; choose a new path"),
         (("make-demo-bag", str(tmp_path / "file" / "bag")), "file is a file, not a folder"),
         (("make-demo-bag", str(tmp_path / "a"), "--size", "1280"), "expected WIDTHxHEIGHT"),
+        (("make-demo-bag", str(tmp_path / "a"), "--size", "1x200"),
+         "--size 1x200: camera_ingest drops every frame of it by default (degenerate_aspect"),
+        (("make-demo-bag", str(tmp_path / "a"), "--size", "5000x4000"), "(too_large"),
         (("make-demo-bag", str(tmp_path / "b"), "--duration", "-3"), "must be above 0, not -3"),
         (("replay", str(tmp_path / "missing")), f"replay: {tmp_path / 'missing'}: no such bag"),
         (("replay", str(tmp_path / "empty")), "oxygen-ros replay:"),
@@ -63,6 +66,17 @@ def test_bad_bag_arguments_are_one_line_errors_not_tracebacks(tmp_path):
         result = run_cli(*args)
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
+
+
+def test_a_demo_bag_too_small_for_a_model_is_written_with_a_warning(tmp_path):
+    small = run_cli("make-demo-bag", str(tmp_path / "small"), "--duration", "0.2",
+                    "--size", "24x18")
+    assert small.returncode == 0 and (tmp_path / "small" / "metadata.yaml").exists()
+    assert ("warning: --size 24x18: camera_ingest drops these frames as tiny_image for a "
+            "112, 224 px model") in small.stderr, small.stderr
+    fine = run_cli("make-demo-bag", str(tmp_path / "fine"), "--duration", "0.2",
+                   "--size", "64x48")
+    assert fine.returncode == 0 and "warning" not in fine.stderr, fine.stderr
 
 
 def test_replay_refuses_offsets_past_the_end_and_looping_a_zero_length_bag(tmp_path):

@@ -93,11 +93,20 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
     if not (width.isdigit() and height.isdigit() and int(width) > 0 and int(height) > 0):
         return usage_error("make-demo-bag", f"--size {args.size!r}: expected WIDTHxHEIGHT, "
                                             "e.g. 640x480")
-    from oxygen_ros.ros.node_parameters import MAX_PIXELS
+    from oxygen_ros.model.config import PRESETS
+    from oxygen_ros.ros.image_conversion import ImageConversionError, check_dimensions
 
-    if int(width) * int(height) > MAX_PIXELS:
-        return usage_error("make-demo-bag", f"--size {args.size}: more than the {MAX_PIXELS} "
-                                            "pixels camera_ingest takes by default")
+    try:
+        check_dimensions(int(width), int(height))
+    except ImageConversionError as error:
+        return usage_error("make-demo-bag", f"--size {args.size}: camera_ingest drops every "
+                                            f"frame of it by default ({error.kind}: {error})")
+    sizes = sorted({preset.vision.image_size for name, preset in PRESETS.items()
+                    if max(int(width), int(height)) * 4 < preset.vision.image_size})
+    if sizes:
+        print(f"warning: --size {args.size}: camera_ingest drops these frames as tiny_image "
+              f"for a {', '.join(map(str, sizes))} px model (image_size; under a quarter of "
+              "it), unless its tiny_images is use", file=sys.stderr, flush=True)
     try:
         spec = DemoBagSpec(duration_s=args.duration, camera_hz=args.camera_hz,
                            encoding=args.encoding, width=int(width), height=int(height),
