@@ -101,7 +101,7 @@ def cmd_make_demo_bag(args: argparse.Namespace) -> int:
     except ImageConversionError as error:
         return usage_error("make-demo-bag", f"--size {args.size}: camera_ingest drops every "
                                             f"frame of it by default ({error.kind}: {error})")
-    sizes = sorted({preset.vision.image_size for name, preset in PRESETS.items()
+    sizes = sorted({preset.vision.image_size for preset in PRESETS.values()
                     if max(int(width), int(height)) * 4 < preset.vision.image_size})
     if sizes:
         print(f"warning: --size {args.size}: camera_ingest drops these frames as tiny_image "
