@@ -18,8 +18,9 @@ PROBLEMS = BAD_INPUTS | {"dialogue_kv_full", "clock_ahead"}
 class Health:
     """Level ("OK", "WARN" or "ERROR") and message per diagnostics period; a problem
     (deadline miss, bad input, an answer the KV pool cut) warns in the period it was
-    counted in, naming each kind and how many, a failed engine frame (the model raised) is
-    an ERROR with its error text in that period."""
+    counted in, naming each kind and how many (also in the ERROR of a robot without fresh
+    observations: the bad input that dropped them), a failed engine frame (the model
+    raised) is an ERROR with its error text in that period."""
 
     def __init__(self):
         self._reported_problems: Counter = Counter()
@@ -72,12 +73,14 @@ class Health:
             return "ERROR", f"{failures} engine frames failed: {self.last_error}"
         if not active:
             return "OK", "inactive: no commands"
-        if stale:
-            return "ERROR", "no fresh observations: actions stopped"
+        named = ", ".join(f"{n} {kind}" for kind, n in sorted(new_problems.items()))
+        if stale:    # the bad input that dropped them, where there was some
+            return "ERROR", "no fresh observations: actions stopped" + (
+                f" ({named} in this period)" if named else "")
         if targets_missed is not None:
             return "WARN", f"real-time targets cannot be met: {targets_missed}"
         if new_problems:
-            return "WARN", ", ".join(f"{n} {kind}" for kind, n in sorted(new_problems.items()))
+            return "WARN", named
         return "OK", "ok"
 
 

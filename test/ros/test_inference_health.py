@@ -45,6 +45,20 @@ def test_new_problems_warn_once_then_ok():
         "WARN", "1 bad_image, 1 dialogue_kv_full")
 
 
+def test_a_robot_without_fresh_observations_names_the_bad_input_that_dropped_them():
+    """Observations dropped for a joint the robot does not publish: the ERROR says so, not
+    only "no fresh observations" (camera_ingest, publishing them, reports ok)."""
+    health = Health()
+    assert verdict(health, {"joint_names_mismatch": 63}, stale=True) == (
+        "ERROR", "no fresh observations: actions stopped (63 joint_names_mismatch in this "
+                 "period)")
+    assert verdict(health, {"joint_names_mismatch": 63}, stale=True) == (
+        "ERROR", "no fresh observations: actions stopped")      # none came in this period
+    assert verdict(health, {"joint_names_mismatch": 65}, deadline_misses=1, stale=True) == (
+        "ERROR", "no fresh observations: actions stopped (1 deadline_misses, 2 "
+                 "joint_names_mismatch in this period)")
+
+
 def test_failed_frames_are_an_error_with_the_error_text_in_the_period_they_failed_in():
     health = Health()
     for _ in range(3):
