@@ -36,12 +36,12 @@ class Processes:
         self.domain = domain
         self.children = []
 
-    def start(self, *argv, env=None) -> subprocess.Popen:
+    def start(self, *argv, env=None, stdin=None) -> subprocess.Popen:
         # Children import the checkout's sources first, like the test process does.
         child_env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain), PYTHONPATH=str(REPO),
                          ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", PYTHONUNBUFFERED="1",
                          **(env or {}))
-        child = subprocess.Popen([str(a) for a in argv], cwd=REPO, env=child_env,
+        child = subprocess.Popen([str(a) for a in argv], cwd=REPO, env=child_env, stdin=stdin,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  start_new_session=True)
         child.lines = []
@@ -51,8 +51,8 @@ class Processes:
         self.children.append(child)
         return child
 
-    def python(self, *argv, env=None) -> subprocess.Popen:
-        return self.start(sys.executable, *argv, env=env)
+    def python(self, *argv, env=None, stdin=None) -> subprocess.Popen:
+        return self.start(sys.executable, *argv, env=env, stdin=stdin)
 
     @staticmethod
     def finish(child, timeout: float) -> str:

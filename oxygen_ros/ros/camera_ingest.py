@@ -12,6 +12,7 @@ from collections import Counter
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
@@ -36,6 +37,9 @@ from oxygen_ros.ros.node_parameters import ingest_parameters, ingest_specs
 from oxygen_ros.ros.run_node import run_node
 
 SILENT_S = 2.0                 # a camera topic without frames this long is reported
+LOST_HINT = ("DDS dropped them before this node, most often raw frames too large for its "
+             "transport: give the camera driver and this node a shared-memory profile, or "
+             "subscribe to the compressed topic (docs/hd-cameras.md)")
 IMAGE_PROBLEMS = ("unsupported_encoding", "wrong_size", "undecodable", "empty_image",
                   "too_large", "degenerate_aspect", "tiny_image")
 
@@ -70,7 +74,10 @@ class CameraIngest(Node):
                                       state_horizon_ns=self.max_age_ns + max_delay_ns + slop_ns)
         self.joints = JointStateMerger(self.max_age_ns)
         self._sync_lock = threading.Lock()
+        self._frames = dict.fromkeys(names, 0)     # messages received, each camera's thread
+        self._count_lock = threading.Lock()        # kinds counted on several threads
         self.counters = dict.fromkeys(("conversion_errors", "stale", "future") + IMAGE_PROBLEMS
+                                      + ("lost_frames", "lost_joint_states")
                                       + ("joint_state_mismatch", "non_finite_joint_state",
                                          "empty_instruction", "long_instruction",
                                          "internal_error"), 0)
@@ -87,13 +94,13 @@ class CameraIngest(Node):
         on_image = guarded(self, self.on_image)
         for topic, name in zip(topics, names):
             compressed = topic.rstrip("/").endswith("/compressed")
-            self.create_subscription(
+            self._subscribe_counting_losses(
                 CompressedImage if compressed else Image, topic,
                 lambda msg, name=name, compressed=compressed: on_image(name, msg, compressed),
-                qos.SENSOR, callback_group=MutuallyExclusiveCallbackGroup())
-        self.create_subscription(JointState, params.joint_state_topic,
-                                 guarded(self, self.on_joint_state), qos.SENSOR_DEEP,
-                                 callback_group=MutuallyExclusiveCallbackGroup())
+                qos.SENSOR, "lost_frames")
+        self._subscribe_counting_losses(JointState, params.joint_state_topic,
+                                        guarded(self, self.on_joint_state), qos.SENSOR_DEEP,
+                                        "lost_joint_states")
         self.create_subscription(String, params.instruction_topic,
                                  guarded(self, self.on_instruction), qos.LATCHED)
         diagnostics.steady_timer(self, params.diagnostics_period_s,
@@ -101,12 +108,36 @@ class CameraIngest(Node):
         self.get_logger().info(f"cameras {dict(zip(names, topics))} -> "
                                f"{params.observation_topic} at {self.image_size}px")
 
-    def _problem(self, kind: str, detail: str, source: str = "") -> None:
-        self.counters[kind] += 1
+    def _count(self, kind: str, count: int = 1) -> None:
+        with self._count_lock:
+            self.counters[kind] += count
+
+    def _problem(self, kind: str, detail: str, source: str = "", count: int = 1) -> None:
+        self._count(kind, count)
         self.problems.warn(kind, detail, source)
+
+    def _subscribe_counting_losses(self, msg_type, topic: str, callback, profile,
+                                   lost: str) -> None:
+        """A best-effort sensor subscription in a callback group of its own, whose messages
+        DDS reports lost before they reached this node (a sequence gap) are counted under
+        `lost` (an RMW that cannot tell: not counted)."""
+        def on_lost(info) -> None:
+            why = LOST_HINT if lost == "lost_frames" else "DDS dropped them before this node"
+            self._problem(lost, f"{topic}: {info.total_count_change} messages lost in "
+                                f"transport ({info.total_count} so far): {why}", topic,
+                          info.total_count_change)
+
+        group = MutuallyExclusiveCallbackGroup()
+        events = SubscriptionEventCallbacks(message_lost=guarded(self, on_lost))
+        try:
+            self.create_subscription(msg_type, topic, callback, profile, callback_group=group,
+                                     event_callbacks=events)
+        except UnsupportedEventTypeError:
+            self.create_subscription(msg_type, topic, callback, profile, callback_group=group)
 
     def on_image(self, camera: str, msg, compressed: bool) -> None:
         self._last_frame[camera] = time.monotonic()
+        self._frames[camera] += 1
         stamp = stamp_ns(msg.header.stamp)
         if not self._fresh(stamp, self.camera_topics[camera]):
             return
@@ -116,10 +147,10 @@ class CameraIngest(Node):
             else:
                 rgb = image_to_rgb(msg, self.max_pixels)
         except ImageConversionError as error:
-            self.counters["conversion_errors"] += 1
+            self._count("conversion_errors")
             return self._problem(error.kind, f"camera {camera}: {error}", camera)
         if max(rgb.shape[:2]) * 4 < self.image_size:
-            self.counters["tiny_image"] += 1
+            self._count("tiny_image")
             self.problems.warn("tiny_image", f"camera {camera}: {rgb.shape[1]}x{rgb.shape[0]} "
                                f"for a {self.image_size} px model "
                                f"({'used' if self.use_tiny_images else 'dropped'})", camera)
@@ -180,7 +211,7 @@ class CameraIngest(Node):
             self.publisher.publish(msg)
 
     def publish_diagnostics(self) -> None:
-        stats = vars(self.sync.stats) | self.counters
+        stats = vars(self.sync.stats) | {"frames": sum(self._frames.values())} | self.counters
         problems = Counter({key: n for key, n in self.counters.items()
                             if key != "conversion_errors"})    # the image kinds' total
         new_problems, self._reported_problems = problems - self._reported_problems, problems

@@ -1,6 +1,7 @@
 """camera_ingest, started as its installed executable, turns live camera topics into Observations."""
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -142,3 +143,75 @@ def test_a_camera_topic_without_frames_is_reported_in_diagnostics(processes, tmp
         assert "/cameras/base/image_raw" in message and values["silent_cameras"] == "2"
     finally:
         probe.close()
+
+
+UDP_ONLY = """<?xml version="1.0" encoding="UTF-8"?>
+<dds xmlns="http://www.eprosima.com"><profiles>
+  <transport_descriptors><transport_descriptor>
+    <transport_id>udp_loopback</transport_id><type>UDPv4</type>
+    <interfaceWhiteList><address>127.0.0.1</address></interfaceWhiteList>
+  </transport_descriptor></transport_descriptors>
+  <participant profile_name="udp_only" is_default_profile="true"><rtps>
+    <useBuiltinTransports>false</useBuiltinTransports>
+    <userTransports><transport_id>udp_loopback</transport_id></userTransports>
+  </rtps></participant>
+</profiles></dds>
+"""
+
+
+def test_frames_lost_in_transport_are_counted_with_those_received(processes, tmp_path,
+                                                                  rclpy_context):
+    """A camera on UDP alone sends raw 1280x960 frames (3.7 MB: most are lost on loopback
+    UDP): every frame sent is counted, received (frames) or reported lost by DDS
+    (lost_frames), and a loss is logged with what to do about it."""
+    from graph_helpers import Probe, write_params
+
+    params = write_params(tmp_path / "params.yaml", ingest={
+        "camera_topics": ["/cameras/base/image_raw"], "camera_names": ["base"],
+        "max_image_pixels": 1280 * 960})
+    ingest = processes.start(installed_executable("camera_ingest"), "--ros-args",
+                             "--params-file", params)
+    profile = tmp_path / "udp_only.xml"
+    profile.write_text(UDP_ONLY)
+    camera = processes.python(Path(__file__).parent / "nodes" / "lossy_camera.py",
+                              stdin=subprocess.PIPE, env={
+                                  "FASTDDS_DEFAULT_PROFILES_FILE": str(profile),
+                                  "FASTRTPS_DEFAULT_PROFILES_FILE": str(profile)})
+    probe = Probe(rclpy_context)
+
+    def counted() -> list:
+        return [int(values["frames"]) + int(values["lost_frames"])
+                for _, values in probe.reports_of("camera_ingest")]
+
+    try:
+        assert probe.spin(60.0, until=lambda: any(counted())), "".join(ingest.lines)[-3000:]
+        camera.stdin.write("pause\n")
+        camera.stdin.flush()
+        wait_for_line(camera, "paused", 60.0)
+        reported = len(counted())
+        # every frame of before the pause taken: two reports in a row count the same
+        assert probe.spin(60.0, until=lambda: len(counted()) > reported + 1
+                          and counted()[-1] == counted()[-2]), counted()
+        before = counted()[-1]
+        camera.stdin.write("go\n")
+        camera.stdin.flush()
+        wait_for_line(camera, "sent 25", 60.0)
+        assert probe.spin(60.0, until=lambda: counted()[-1] >= before + 25), (before, counted())
+        probe.spin(1.2)                             # and no frame counted twice
+        assert counted()[-1] == before + 25, (before, counted())
+        lost = probe.counter("camera_ingest", "lost_frames")
+        logged = "".join(ingest.lines)
+        assert lost == 0 or ("/cameras/base/image_raw: " in logged
+                             and "messages lost in transport" in logged
+                             and "shared-memory profile" in logged), logged[-3000:]
+    finally:
+        probe.close()
+
+
+def wait_for_line(child, text: str, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and child.poll() is None:
+        if found := [line for line in list(child.lines) if text in line]:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no {text!r} in {''.join(child.lines)[-3000:]}")
