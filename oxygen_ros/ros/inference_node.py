@@ -121,6 +121,12 @@ class InferenceNode(LifecycleNode):
         self.dry_run = params.dry_run
         self.torch_threads = apply_torch_threads(params.torch_threads)
         self._load_model(params, config.seed)
+        made_for = self.model.model.config.num_cameras
+        if len(config.camera_names) > made_for:
+            self.get_logger().warning(
+                f"{len(config.camera_names)} cameras but the model was made for {made_for}: "
+                "every camera is read, in a longer prefix than it saw in training (its "
+                "actions and answers may suffer)")
         robots = list(params.robots) or [""]
         self._session = session = EngineSession()
         self.engine = OxygenEngine(

@@ -66,6 +66,33 @@ def test_a_chunk_finished_after_the_stop_is_not_played_when_observations_return(
             end.close()
 
 
+def test_the_log_tells_the_first_fresh_observation_from_observations_back(rclpy_context,
+                                                                           capfd):
+    node, control, clock, sockets = start(rclpy_context)
+    try:
+        control.take(control_link.observed_message(100.0))
+        control._command()
+        clock[0] = 100.0 + WATCHDOG_S + 0.02
+        control._command()
+        control.take(control_link.observed_message(101.0))
+        clock[0] = 101.0
+        control._command()
+        control.take(control_link.state_message(True))      # activated again
+        control.take(control_link.observed_message(101.1))
+        control._command()
+        lines = [line for line in capfd.readouterr().err.splitlines()
+                 if "actions" in line and "observation" in line]
+        assert [line.split("]: ")[-1] for line in lines] == [
+            "fresh observations: actions start",
+            "no fresh observation for 0.520 s: watchdog stops new actions",
+            "observations are back: actions resume",
+            "fresh observations: actions start"], lines
+    finally:
+        node.destroy_node()
+        for end in sockets:
+            end.close()
+
+
 def test_with_hold_the_last_command_is_held_until_a_fresh_chunk_comes(rclpy_context):
     node, control, clock, sockets = start(rclpy_context, hold=True)
     try:

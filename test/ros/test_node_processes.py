@@ -195,6 +195,18 @@ def test_each_robots_ingest_takes_the_runs_overrides_under_its_namespace(process
         assert f"-> /{robot}/oxygen/observation at 96px" in line, line
 
 
+def test_more_cameras_than_the_model_was_made_for_are_read_with_a_warning(processes):
+    """The tiny model was made for 2 cameras; given 3 it reads all 3, and says so."""
+    node = processes.start(executable("inference"), "--ros-args", "-p", "preset:=tiny",
+                           "-p", "camera_names:=[a, b, c]", "-p", "joint_names:=[j0, j1]",
+                           "-p", "joint_lower_limits:=[-1.0, -1.0]",
+                           "-p", "joint_upper_limits:=[1.0, 1.0]")
+    line = wait_for_line(node, "cameras but the model", 120.0)
+    assert ("3 cameras but the model was made for 2: every camera is read, in a longer "
+            "prefix than it saw in training") in line, line
+    wait_for_line(node, "active: commands at", 120.0)
+
+
 @pytest.mark.parametrize("args, reason", [
     (("-p", "temperature:=hot"), "temperature must be a number, not 'hot'"),
     (("-p", "control_rate_hz:=-5.0"), "control_rate_hz out of range"),
