@@ -30,7 +30,13 @@ ENCODINGS = {
     "bgra8": (4, np.uint8, cv2.COLOR_BGRA2RGB),
     "mono8": (1, np.uint8, cv2.COLOR_GRAY2RGB),
     "mono16": (1, np.uint16, cv2.COLOR_GRAY2RGB),
+    # 4:2:2, two bytes a pixel (BT.601): ROS's yuv422 is UYVY, yuv422_yuy2 is YUYV
+    "yuv422": (2, np.uint8, cv2.COLOR_YUV2RGB_UYVY),
+    "uyvy": (2, np.uint8, cv2.COLOR_YUV2RGB_UYVY),
+    "yuv422_yuy2": (2, np.uint8, cv2.COLOR_YUV2RGB_YUYV),
+    "yuyv": (2, np.uint8, cv2.COLOR_YUV2RGB_YUYV),
 }
+BRIDGED = {"rgb8", "bgr8", "rgba8", "bgra8", "mono8"}    # what cv_bridge decodes here
 
 
 MAX_ASPECT = 16.0               # a longer side more than this times the shorter one
@@ -65,7 +71,8 @@ def check_dimensions(width: int, height: int, max_pixels: int = MAX_PIXELS) -> N
 
 
 def image_to_rgb(msg, max_pixels: int = MAX_PIXELS) -> np.ndarray:
-    """Decode a sensor_msgs/Image into an (H, W, 3) uint8 RGB array (mono16 keeps the top byte)."""
+    """Decode a sensor_msgs/Image into an (H, W, 3) uint8 RGB array (mono16 keeps the top
+    byte; YUV 4:2:2 is converted as BT.601 video range, as OpenCV and cv_bridge do)."""
     if msg.encoding not in ENCODINGS:
         raise ImageConversionError(
             "unsupported_encoding",
@@ -74,6 +81,9 @@ def image_to_rgb(msg, max_pixels: int = MAX_PIXELS) -> np.ndarray:
     channels, dtype, code = ENCODINGS[msg.encoding]
     itemsize = np.dtype(dtype).itemsize
     row_bytes = msg.width * channels * itemsize
+    if channels == 2 and msg.width % 2:
+        raise ImageConversionError("wrong_size", f"{msg.encoding} pairs pixels: its width "
+                                                 f"must be even, not {msg.width}")
     if msg.step < row_bytes:
         raise ImageConversionError(
             "wrong_size",
@@ -81,7 +91,7 @@ def image_to_rgb(msg, max_pixels: int = MAX_PIXELS) -> np.ndarray:
     if len(msg.data) < msg.step * msg.height:
         raise ImageConversionError(
             "wrong_size", f"{len(msg.data)} data bytes < step {msg.step} x height {msg.height}")
-    if _BRIDGE is not None and msg.encoding != "mono16":
+    if _BRIDGE is not None and msg.encoding in BRIDGED:
         return np.ascontiguousarray(_BRIDGE.imgmsg_to_cv2(msg, desired_encoding="rgb8"))
     raw = np.frombuffer(msg.data, dtype=np.uint8, count=msg.step * msg.height)
     rows = raw.reshape(msg.height, msg.step)[:, :row_bytes]

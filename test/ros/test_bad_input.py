@@ -133,7 +133,7 @@ def check(graph, node, counter, send, log_text, logged_by=1, paced=False):
 
 def test_wrong_encoding_is_counted_by_ingest(graph):
     def send(probe, pubs):
-        pubs["camera"].publish(Image(height=2, width=2, encoding="yuv422", step=4,
+        pubs["camera"].publish(Image(height=2, width=2, encoding="bayer_rggb8", step=4,
                                      data=bytes(8), header=Observation().header.__class__(
                                          stamp=now_stamp(probe))))
     check(graph, "camera_ingest", "conversion_errors", send, "unsupported encoding")

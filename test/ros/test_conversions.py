@@ -65,7 +65,7 @@ def test_unusable_cameras_are_dropped_and_named():
     assert decoded.details == {
         "unknown_camera": f"camera 'top' is not one of {list(CAMERAS)}",
         "missing_camera": "no image from " + ", ".join(repr(c) for c in CAMERAS[1:])}
-    bad = conversions.observation_from_msg(message(encoding="yuv422"), CAMERAS, JOINTS, "")
+    bad = conversions.observation_from_msg(message(encoding="bayer_rggb8"), CAMERAS, JOINTS, "")
     # each kind once per message, however many cameras had it
     assert bad.observation is None and bad.problems == ["bad_image", "no_usable_camera"]
 

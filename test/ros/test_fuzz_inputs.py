@@ -23,7 +23,8 @@ FUZZ = settings(max_examples=150, deadline=None,
 uint32 = st.integers(0, 2**32 - 1)
 small = st.integers(0, 64)
 encodings = st.sampled_from(["rgb8", "bgr8", "rgba8", "bgra8", "mono8", "mono16", "yuv422",
-                             "32FC1", "", "RGB8"]) | st.text(max_size=12)
+                             "yuv422_yuy2", "uyvy", "yuyv", "bayer_rggb8", "32FC1", "",
+                             "RGB8"]) | st.text(max_size=12)
 floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
 
 

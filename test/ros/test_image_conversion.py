@@ -47,6 +47,34 @@ def test_big_endian_mono16_decodes_like_little_endian():
                                   image_to_rgb(image_msg(pixels, "mono16")))
 
 
+def bt601(y, u, v) -> np.ndarray:
+    """YUV (video range) to RGB by the BT.601 formulas, written out."""
+    y, u, v = (np.asarray(c, float) for c in (y, u, v))
+    rgb = np.stack([1.164 * (y - 16) + 1.596 * (v - 128),
+                    1.164 * (y - 16) - 0.813 * (v - 128) - 0.391 * (u - 128),
+                    1.164 * (y - 16) + 2.018 * (u - 128)], axis=-1)
+    return np.clip(np.round(rgb), 0, 255)
+
+
+@pytest.mark.parametrize("encoding, order", [("yuv422", "UYVY"), ("uyvy", "UYVY"),
+                                             ("yuv422_yuy2", "YUYV"), ("yuyv", "YUYV")])
+@pytest.mark.parametrize("pad", [0, 4])
+def test_yuv422_decodes_by_the_bt601_formulas_in_its_byte_order(encoding, order, pad):
+    """A webcam's 4:2:2 (v4l2's YUYV, ROS's yuv422_yuy2; UYVY, ROS's yuv422): each pair of
+    pixels shares its U and V."""
+    rng = np.random.default_rng(2)
+    height, width = 6, 8
+    y = rng.integers(16, 236, (height, width))
+    u, v = (rng.integers(16, 241, (height, width // 2)) for _ in range(2))
+    packed = np.zeros((height, width // 2, 4), np.uint8)
+    for index, name in enumerate(order):
+        packed[..., index] = {"Y": y[:, 0::2] if index < 2 else y[:, 1::2], "U": u,
+                              "V": v}[name]
+    expected = bt601(y, np.repeat(u, 2, axis=1), np.repeat(v, 2, axis=1))
+    decoded = image_to_rgb(image_msg(packed.reshape(height, width, 2), encoding, pad))
+    assert np.abs(decoded.astype(float) - expected).max() <= 2, encoding
+
+
 def test_png_is_lossless_and_jpeg_is_close():
     bgr = cv2.cvtColor(RGB, cv2.COLOR_RGB2BGR)
     png = CompressedImage(format="png", data=cv2.imencode(".png", bgr)[1].tobytes())
@@ -59,7 +87,9 @@ def test_png_is_lossless_and_jpeg_is_close():
 
 
 @pytest.mark.parametrize("msg, reason", [
-    (Image(height=2, width=2, encoding="yuv422", step=4, data=bytes(8)), "unsupported encoding"),
+    (Image(height=2, width=2, encoding="bayer_rggb8", step=2, data=bytes(4)),
+     "unsupported encoding"),
+    (Image(height=2, width=3, encoding="yuv422", step=6, data=bytes(12)), "must be even, not 3"),
     (Image(height=4, width=4, encoding="rgb8", step=12, data=bytes(20)), "data bytes"),
     (Image(height=4, width=4, encoding="rgb8", step=8, data=bytes(48)), "step 8"),
     (Image(height=0, width=4, encoding="rgb8", step=12, data=b""), "empty image"),
