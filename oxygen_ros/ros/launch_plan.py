@@ -19,7 +19,7 @@ import difflib
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Optional
 
 from oxygen_ros.engine.robot_names import robot_names
 from oxygen_ros.ros import rcl_yaml
@@ -61,6 +61,11 @@ TOPIC_ARGUMENTS = {"joint_states_topic": ("camera_ingest", "joint_state_topic"),
                    "trajectory_topic": ("inference", "trajectory_topic")}
 
 
+# launch configurations launch and launch_ros set themselves (PushRosNamespace, SetRemap,
+# SetParameter, emulate_tty): read by their actions, never a user's argument
+LAUNCH_KEYS = ("ros_namespace", "ros_remaps", "global_params", "emulate_tty")
+
+
 def ignored_arguments(given: Mapping[str, str], declared: Iterable[str],
                       nodes: Iterable[str]) -> list[str]:
     """Warnings for the launch configurations `given` that this file does not read yet look
@@ -69,15 +74,15 @@ def ignored_arguments(given: Mapping[str, str], declared: Iterable[str],
     starts (set in config_file). Any other name is left alone: an including file's own."""
     declared = list(declared)
     warnings = []
-    for name in sorted(set(given) - set(declared)):
+    for name in sorted(set(given) - set(declared) - set(LAUNCH_KEYS)):
         near = difflib.get_close_matches(name, declared, n=1, cutoff=0.8)
         owners = [node for node in nodes if name in NODE_SPECS[node]()]
         if near:
             warnings.append(f"{name}:= is no argument of this launch file, and is ignored: "
                             f"did you mean {near[0]}:=?")
         elif owners:
-            warnings.append(f"{name}:= is ignored: it is a parameter of {owners[0]}, not a "
-                            f"launch argument (set it in the YAML config_file:= names)")
+            warnings.append(f"{name}:= is no argument of this launch file: {owners[0]}'s "
+                            f"parameter {name} is set in the YAML config_file:= names")
     return warnings
 
 
@@ -195,6 +200,14 @@ def starts_inference(arguments: Mapping[str, str]) -> bool:
     return place == "local"
 
 
+def placed(namespace: str, value):
+    """A topic (or each of a list) in the robot's namespace: an absolute one moved there, a
+    relative one as it is (the node being there already)."""
+    def place(topic: str) -> str:
+        return robot_topic(namespace, topic) if topic.startswith("/") else topic
+    return [place(v) for v in value] if isinstance(value, (list, tuple)) else place(value)
+
+
 def topic_overrides(arguments: Mapping[str, str], config: Path, node: str) -> dict:
     """The node's topic parameters that differ from its YAML: under the robot's namespace
     (namespace:=), each absolute one the defaults or a section every start reads give (the
@@ -205,9 +218,6 @@ def topic_overrides(arguments: Mapping[str, str], config: Path, node: str) -> di
     namespace = robot_namespace(arguments)
     overrides = {}
     if namespace:
-        def placed(topic: str) -> str:
-            return robot_topic(namespace, topic) if topic.startswith("/") else topic
-
         generic = {name: NODE_SPECS[node]()[name].default for name in ROBOT_TOPICS[node]}
         own = {}
         for section, given in node_sections(config, rcl_yaml.load(config.read_text()) or {},
@@ -220,8 +230,7 @@ def topic_overrides(arguments: Mapping[str, str], config: Path, node: str) -> di
                 continue
             reached.update({name: parameter_value(node, name, value)
                             for name, value in given.items() if name in generic})
-        overrides = {name: [placed(v) for v in value] if isinstance(value, (list, tuple))
-                     else placed(value) for name, value in generic.items()} | own
+        overrides = {name: placed(namespace, value) for name, value in generic.items()} | own
     for argument, (owner, name) in TOPIC_ARGUMENTS.items():
         if owner == node and arguments.get(argument, ""):
             overrides[name] = arguments[argument]
@@ -233,12 +242,15 @@ def demo_robot_names(count: int) -> list[str]:
     return [f"robot_{i}" for i in range(count)]
 
 
-def namespaced_ingest(config: Path, robot: str, given: Mapping = {}) -> str:
+def namespaced_ingest(config: Path, robot: str, given: Optional[Mapping] = None) -> str:
     """The parameters YAML a robot's camera_ingest under /<robot> gets from `config` (as
     `humanoid.launch.py namespace:=<robot> inference:=remote` gives it): its topics placed
     there (topic_overrides) and its section moved to its full name; the values `given` on
-    the command line win over the robot's own section."""
-    values = topic_overrides({"namespace": robot}, config, "camera_ingest") | dict(given)
+    the command line win over the robot's own section, their topics placed there too."""
+    topics = ROBOT_TOPICS["camera_ingest"]
+    values = topic_overrides({"namespace": robot}, config, "camera_ingest") | {
+        name: placed(robot, value) if name in topics else value
+        for name, value in (given or {}).items()}
     return with_overrides(config, {"camera_ingest": values},
                           {"camera_ingest": f"/{robot}/camera_ingest"})
 

@@ -474,6 +474,16 @@ def test_a_robots_own_section_names_its_topics_as_written_and_wins(tmp_path):
     planned = rcl_yaml.load(launch_plan.node_parameters({"namespace": "alpha"}, config,
                                                         "camera_ingest"))
     assert planned["/alpha/camera_ingest"]["ros__parameters"]["camera_topics"] == rig
+    # the fleet demo's -p camera_ingest values win over the robot's own section, their
+    # topics placed under the robot as the bare section's are
+    given = {"camera_topics": ["/cam/a", "cam/b", "/cam/c"], "joint_state_topic": "/js",
+             "image_size": 96}
+    demo = rcl_yaml.load(launch_plan.namespaced_ingest(config, "alpha", given))
+    expected = {"camera_topics": ["/alpha/cam/a", "cam/b", "/alpha/cam/c"],
+                "joint_state_topic": "/alpha/js", "image_size": 96,
+                "observation_topic": "/alpha/obs"}
+    section = demo["/alpha/camera_ingest"]["ros__parameters"]
+    assert {name: section[name] for name in expected} == expected
 
 
 def test_a_section_under_the_started_nodes_name_wins_and_one_no_node_reads_is_warned_of(
@@ -525,16 +535,17 @@ def test_a_launch_argument_meant_for_the_file_that_it_does_not_read_is_warned_of
     declared = [*launch_plan.MODEL_ARGUMENTS, *launch_plan.TOPIC_ARGUMENTS, "config_file"]
     nodes = ("camera_ingest", "inference")
     given = {"joint_state_topic": "/js", "checkpont": "/ckpt", "camera_topics": "[/a]",
-             "robot_description": "<robot/>", "preset": "tiny", "max_age_s": "2.0"}
-    assert launch_plan.ignored_arguments(given, declared, nodes) == [
-        "camera_topics:= is ignored: it is a parameter of camera_ingest, not a launch "
-        "argument (set it in the YAML config_file:= names)",
+             "robot_description": "<robot/>", "preset": "tiny", "max_age_s": "2.0",
+             "ros_namespace": "/alpha", "emulate_tty": "True"}   # launch's, launch_ros's own
+    assert launch_plan.ignored_arguments(given, declared + ["namespace"], nodes) == [
+        "camera_topics:= is no argument of this launch file: camera_ingest's parameter "
+        "camera_topics is set in the YAML config_file:= names",
         "checkpont:= is no argument of this launch file, and is ignored: did you mean "
         "checkpoint:=?",
         "joint_state_topic:= is no argument of this launch file, and is ignored: did you "
         "mean joint_states_topic:=?",
-        "max_age_s:= is ignored: it is a parameter of camera_ingest, not a launch argument "
-        "(set it in the YAML config_file:= names)"]
+        "max_age_s:= is no argument of this launch file: camera_ingest's parameter "
+        "max_age_s is set in the YAML config_file:= names"]
     assert launch_plan.ignored_arguments({"camera_topics": "[/a]"}, declared,
                                          ("inference",)) == []     # the fleet server's
     assert launch_plan.ignored_arguments({name: "" for name in declared}, declared, nodes) == []
