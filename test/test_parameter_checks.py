@@ -71,8 +71,8 @@ def test_the_defaults_pass():
     ("ask_action", "~ask", "ask_action must be a ROS action name, not '~ask': topic name must "
                            "not have a tilde '~' that is not followed by a forward slash"),
     ("memory_topic", "{robot}/memory", "unknown substitution {robot} (character 1)"),
-    ("checkpoint", "null", "checkpoint must be a path, or '' for none, not 'null': rcl reads "
-                           "an unquoted YAML null as that very string"),
+    ("checkpoint", "null", "checkpoint must be a path, or '' for none, not 'null': rcl has "
+                           "no YAML null: it reads this word as a path no file has"),
     ("tokenizer", "~", "tokenizer must be a path, or '' for none, not '~'"),
 ])
 def test_a_bad_inference_value_is_refused_with_its_reason(name, value, reason):

@@ -19,7 +19,7 @@ class Health:
     """Level ("OK", "WARN" or "ERROR") and message per diagnostics period; a problem
     (deadline miss, bad input, an answer the KV pool cut) warns in the period it was
     counted in, naming each kind and how many (also in the ERROR of a robot without fresh
-    observations: the bad input that dropped them), a failed engine frame (the model
+    observations, where they may say why: bad input that dropped them), a failed engine frame (the model
     raised) is an ERROR with its error text in that period."""
 
     def __init__(self):
@@ -74,7 +74,7 @@ class Health:
         if not active:
             return "OK", "inactive: no commands"
         named = ", ".join(f"{n} {kind}" for kind, n in sorted(new_problems.items()))
-        if stale:    # the bad input that dropped them, where there was some
+        if stale:    # with the problems of the period: bad input that dropped them, if any
             return "ERROR", "no fresh observations: actions stopped" + (
                 f" ({named} in this period)" if named else "")
         if targets_missed is not None:

@@ -19,8 +19,8 @@ YAML_NULLS = ("null", "Null", "NULL", "~", "None", "none")
 
 def path_problem(value: str) -> str:
     if value in YAML_NULLS:
-        return ("rcl reads an unquoted YAML null as that very string, a path no file has; "
-                "write '' for none")
+        return ("rcl has no YAML null: it reads this word as a path no file has; write '' "
+                "for none")
     return ""
 
 
