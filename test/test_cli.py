@@ -341,7 +341,7 @@ BAD_OPTIONS = [
     (["bench-fleet", "--duration", "0"], "--duration: must be above 0, not 0"),
     (["make-demo-bag", "new", "--duration", "1e9"], "--duration: must be at most 3600"),
     (["make-demo-bag", "new", "--camera-hz", "nan"], "--camera-hz: expected a finite number"),
-    (["make-demo-bag", "new", "--size", "100000x100000"], "more than the 16777216 pixels"),
+    (["make-demo-bag", "new", "--size", "100000x100000"], "pixels > the limit of 16777216"),
     (["make-demo-bag", "new", "--seed", "-1"], "--seed: must be at least 0, not -1"),
     (["make-demo-bag", "new", "--duration", "0.01"], "--duration, --camera-hz: a bag of 0.01 s at "
                                                      "15 Hz holds no camera frame; it needs at "
