@@ -335,6 +335,7 @@ BAD_OPTIONS = [
     (["bench-switch", "--world", "-1"], "--world: must be at least 0, not -1"),
     (["bench-switch", "--blend-s", "-1"], "--blend-s: must be at least 0, not -1"),
     (["bench-switch", "--execution-horizon", "-5"], "--execution-horizon: must be at least 0"),
+    (["bench", "--tokens-per-frame", "0"], "--tokens-per-frame: must be at least 1, not 0"),
     (["bench-ingest", "--size", "0"], "--size: must be at least 1, not 0"),
     (["bench-ingest", "--size", "100000"], "--size: must be at most 4096, not 100000"),
     (["bench-ingest", "--repeats", "0"], "--repeats: must be at least 1, not 0"),

@@ -1,6 +1,7 @@
 """oxygen-ros command line: the demo and the tools around the package. One module per
 family of verbs (robot, demo, bench); each imports torch, the model or ROS only inside
-its handlers, so `oxygen-ros --help` and `oxygen-ros replay` start without them."""
+its handlers, so `oxygen-ros --help` starts without them and `oxygen-ros replay` without
+torch."""
 
 import argparse
 import signal

@@ -200,7 +200,7 @@ def _add_bench(sub) -> None:
                        default=defaults.decode_tokens,
                        help=f"max new tokens per dialogue request (default "
                             f"{defaults.decode_tokens})")
-    bench.add_argument("--tokens-per-frame", type=bounded(int, least=0),
+    bench.add_argument("--tokens-per-frame", type=bounded(int, least=1),
                        default=defaults.tokens_per_frame,
                        help=f"k: decode steps per frame in oxygen mode (default "
                             f"{defaults.tokens_per_frame})")
