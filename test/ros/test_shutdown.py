@@ -61,10 +61,11 @@ def test_signals_stop_the_nodes_cleanly_while_the_engine_is_busy(processes, tmp_
             assert "Traceback" not in output and "terminate called" not in output, output[-2000:]
         assert time.monotonic() - started < LAUNCH_SIGTERM_TIMEOUT_S
         # the exiting process's goodbye is one best-effort message; where a loaded machine
-        # loses it, the others drop the participant when its lease runs out (once on Jazzy
-        # under load, the entry outlived the lease by over 10 s: two leases are waited)
+        # loses it, the others drop the participant when its lease runs out (on Jazzy under
+        # load the entry outlived the lease by over 10 s once, and by over 30 s once, in the
+        # full suite beside a busy loop: three leases are waited)
         exited = time.monotonic()
-        assert probe.spin(2 * PARTICIPANT_LEASE_S + 10.0, until=lambda: "inference" not in
+        assert probe.spin(3 * PARTICIPANT_LEASE_S + 10.0, until=lambda: "inference" not in
                           probe.node.get_node_names()), \
             (f"inference still in the graph {time.monotonic() - exited:.0f} s after it exited: "
              f"{probe.node.get_node_names_and_namespaces()}")
