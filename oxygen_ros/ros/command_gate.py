@@ -12,7 +12,8 @@ import numpy as np
 class Tick:
     command: Optional[np.ndarray] = None   # to publish; None: nothing this tick
     tripped: bool = False                  # the watchdog stopped new actions this tick
-    resumed: bool = False                  # fresh observations again after a stop
+    resumed: bool = False                  # fresh observations: actions start or resume
+    after_trip: bool = False               # resumed after a watchdog stop, not a start
     non_finite: bool = False               # the command held NaN or inf and was skipped
 
 
@@ -27,12 +28,13 @@ class CommandGate:
         self.upper = np.asarray(upper, dtype=np.float64)
         self.watchdog_s, self.hold, self.counters = watchdog_s, hold, counters
         self.stale = True                   # until the first fresh observation
+        self.tripped = False                # the watchdog stopped actions since they started
         self.last_command: Optional[np.ndarray] = None
 
     def restart(self) -> None:
         """Activated or deactivated: wait for a fresh observation, and hold nothing from
         before (the robot may have been moved meanwhile)."""
-        self.stale = True
+        self.stale, self.tripped = True, False
         self.last_command = None
 
     def fresh(self, age_s: Optional[float]) -> bool:
@@ -48,24 +50,25 @@ class CommandGate:
         if not self.fresh(age_s):
             tripped = not self.stale
             if tripped:
-                self.stale = True
+                self.stale = self.tripped = True
                 self.counters["watchdog_trips"] += 1
             return Tick(self.last_command if self.hold else None, tripped=tripped)
-        resumed, self.stale = self.stale, False
+        tick = Tick(resumed=self.stale, after_trip=self.tripped)
+        self.stale = self.tripped = False
         result = action_at()
         if result is None:       # no plan: a stop cleared it, or no chunk came yet
             if self.hold and self.last_command is not None:
                 self.counters["held_commands"] += 1      # held until a fresh chunk comes
-                return Tick(self.last_command, resumed=resumed)
-            return Tick(resumed=resumed)
+                tick.command = self.last_command
+            return tick
         command, exhausted = result
         self.counters["held_commands"] += exhausted
         if not np.isfinite(command).all():
-            return Tick(resumed=resumed, non_finite=True)
-        clamped = self.clip(command)
-        self.counters["clamped_values"] += int((clamped != command).sum())
-        self.last_command = clamped
-        return Tick(clamped, resumed=resumed)
+            tick.non_finite = True
+            return tick
+        tick.command = self.last_command = self.clip(command)
+        self.counters["clamped_values"] += int((tick.command != command).sum())
+        return tick
 
 
 class StopMark:

@@ -41,7 +41,6 @@ class ControlProcess:
         self.gate = CommandGate(args.lower, args.upper, args.watchdog, args.hold, self.counters)
         self.stream = ActionStream(args.blend)
         self.active = False
-        self.tripped = False        # the watchdog stopped actions since they started
         self.stops = StopMark(args.watchdog, 1.0 / args.rate)   # newest: the newest's arrival
         self._reported: Counter = Counter()
         self._times: deque = deque(maxlen=control_link.TIMES_KEPT)   # not yet reported
@@ -60,7 +59,7 @@ class ControlProcess:
         elif kind == control_link.OBSERVED:
             self.stops.observation(fields[0])
         elif kind == control_link.STATE:
-            self.active, self.tripped = fields[0], False
+            self.active = fields[0]
             self.gate.restart()
             self.stream.clear()
 
@@ -79,13 +78,11 @@ class ControlProcess:
         if tick.tripped:
             self.stream.clear()
             self.stops.stop(newest)
-            self.tripped = True
             self.logger.error(f"no fresh observation for {age or float('inf'):.3f} s: "
                          "watchdog stops new actions")
         if tick.resumed:
-            self.logger.info("observations are back: actions resume" if self.tripped
+            self.logger.info("observations are back: actions resume" if tick.after_trip
                              else "fresh observations: actions start")
-            self.tripped = False
         if tick.non_finite:
             self.counters["non_finite_command"] += 1
             self.logger.warning("non_finite_command: command skipped", throttle_duration_sec=5.0)

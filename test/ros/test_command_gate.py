@@ -18,7 +18,7 @@ def gate(hold=False):
 def test_a_fresh_observation_lets_the_clamped_command_through_and_counts_the_clamps():
     g = gate()
     tick = g.tick(0.05, lambda: (np.array([0.5, 3.0]), 0))
-    assert tick.resumed and not tick.tripped
+    assert tick.resumed and not tick.tripped and not tick.after_trip     # a start
     np.testing.assert_array_equal(tick.command, [0.5, 1.0])
     assert g.counters["clamped_values"] == 1
     assert not g.tick(0.05, lambda: (np.array([0.0, 0.0]), 0)).resumed   # once only
@@ -33,7 +33,11 @@ def test_the_watchdog_trips_once_when_observations_age_and_resumes_when_they_com
     assert all(t.command is None for t in stale) and not asked   # no new action asked for
     assert g.stale and g.counters["watchdog_trips"] == 1
     back = g.tick(WATCHDOG_S, lambda: (np.zeros(2), 0))
-    assert back.resumed and back.command is not None and not g.stale
+    assert back.resumed and back.after_trip and back.command is not None and not g.stale
+    g.tick(0.2, lambda: None)
+    g.restart()                      # deactivated after a trip: the next fresh one starts
+    start = g.tick(0.0, lambda: (np.zeros(2), 0))
+    assert start.resumed and not start.after_trip
 
 
 def test_no_observation_yet_is_stale_without_a_trip():
