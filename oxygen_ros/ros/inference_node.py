@@ -33,6 +33,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
+from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.frame_loop import FrameLoop
 from oxygen_ros.engine.memory_release import return_freed_memory
 from oxygen_ros.engine.oxygen import OxygenEngine
@@ -120,13 +121,7 @@ class InferenceNode(LifecycleNode):
         self.period = 1.0 / params.control_rate_hz
         self.dry_run = params.dry_run
         self.torch_threads = apply_torch_threads(params.torch_threads)
-        self._load_model(params, config.seed)
-        made_for = self.model.model.config.num_cameras
-        if len(config.camera_names) > made_for:
-            self.get_logger().warning(
-                f"{len(config.camera_names)} cameras but the model was made for {made_for}: "
-                "every camera is read, in a longer prefix than it saw in training (its "
-                "actions and answers may suffer)")
+        self._load_model(params, config)
         robots = list(params.robots) or [""]
         self._session = session = EngineSession()
         self.engine = OxygenEngine(
@@ -168,10 +163,12 @@ class InferenceNode(LifecycleNode):
         for port in self.ports.values():
             port.report_capacity()
 
-    def _load_model(self, params: InferenceParameters, seed: int) -> None:
+    def _load_model(self, params: InferenceParameters, config: EngineConfig) -> None:
+        """Load the model; refuse more joints than it acts on, warn of more cameras than it
+        was made for."""
         self.model = load_model(preset=params.preset, checkpoint=params.checkpoint,
                                 tokenizer=params.tokenizer, device=params.device,
-                                dtype=params.dtype, seed=seed,
+                                dtype=params.dtype, seed=config.seed,
                                 prefix_attention=params.prefix_attention or None,
                                 asset_id=params.asset_id, normalization=params.normalization,
                                 heads=(params.attention_heads, params.attention_kv_heads,
@@ -182,6 +179,11 @@ class InferenceNode(LifecycleNode):
         if len(params.joint_names) > model.action_dim:
             raise ValueError(f"{len(params.joint_names)} joints but the model acts on "
                              f"{model.action_dim} dimensions")
+        if len(config.camera_names) > model.num_cameras:
+            self.get_logger().warning(
+                f"{len(config.camera_names)} cameras but the model was made for "
+                f"{model.num_cameras}: every camera is read, in a longer prefix than it saw "
+                "in training (its actions and answers may suffer)")
 
     def _teardown(self) -> None:
         """Stop the engine thread, end open goals, release entities and the model."""
