@@ -19,7 +19,9 @@ from launch_ros.substitutions import FindPackageShare
 from oxygen_ros.ros import launch_plan
 
 ARGUMENTS = {
-    "robots": (None, "the robots this server serves, e.g. \"[alpha, beta]\" (required)"),
+    # required, yet declared with a default: launch would refuse a missing one before a
+    # misspelt robot:= could be named
+    "robots": ("", "the robots this server serves, e.g. \"[alpha, beta]\" (required)"),
     "server": ("inference", "this server's node name (servers sharing a graph: one each)"),
     "config_file": ("", "parameters YAML (its inference section); default: the preset's "
                         "shipped YAML, humanoid.yaml for small"),
@@ -45,8 +47,7 @@ def _server(context):
 
 def generate_launch_description() -> LaunchDescription:
     return LaunchDescription([
-        *(DeclareLaunchArgument(name, description=description,
-                                **({} if default is None else {"default_value": default}))
+        *(DeclareLaunchArgument(name, default_value=default, description=description)
           for name, (default, description) in ARGUMENTS.items()),
         OpaqueFunction(function=_server),
     ])

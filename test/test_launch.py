@@ -78,3 +78,5 @@ def test_the_fleet_server_finds_its_section_under_its_own_name():
     assert server.node_executable == "inference"
     section = parameters_of(server)["/rack_1"]["ros__parameters"]
     assert section["robots"] == ["alpha", "beta"] and section["preset"] == "tiny"
+    with pytest.raises(ValueError, match="robots:= names no robot"):   # robots:= misspelt
+        nodes_for({"robot": "[alpha, beta]"}, "fleet.launch.py")

@@ -548,6 +548,9 @@ def test_a_launch_argument_meant_for_the_file_that_it_does_not_read_is_warned_of
         "max_age_s is set in the YAML config_file:= names"]
     assert launch_plan.ignored_arguments({"camera_topics": "[/a]"}, declared,
                                          ("inference",)) == []     # the fleet server's
+    assert launch_plan.ignored_arguments({"robot": "[a, b]"}, ["robots", "server"],
+                                         ("inference",)) == [
+        "robot:= is no argument of this launch file, and is ignored: did you mean robots:=?"]
     assert launch_plan.ignored_arguments({name: "" for name in declared}, declared, nodes) == []
 
 
