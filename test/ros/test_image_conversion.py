@@ -1,5 +1,9 @@
 """Every supported encoding decodes to the same RGB pixels; bad images fail with a reason."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import cv2
 import numpy as np
 import pytest
@@ -186,3 +190,14 @@ def test_fill_bytes_before_a_marker_are_skipped_and_a_long_header_is_refused():
     with pytest.raises(ImageConversionError) as error:
         compressed_size(too_long)
     assert error.value.kind == "undecodable"
+
+
+def test_the_hostile_images_tool_meets_each_case_as_bad_input_md_says():
+    """tools/hostile_images.py (whose times docs/bad-input.md gives) converts each of its
+    cases with the outcome the doc's table names."""
+    script = Path(__file__).resolve().parents[2] / "tools" / "hostile_images.py"
+    printed = subprocess.run([sys.executable, str(script), "--repeats", "1"], check=True,
+                             capture_output=True, text=True, timeout=120).stdout
+    outcomes = [line.split()[-2] for line in printed.splitlines()[1:]]
+    assert outcomes == ["undecodable", "undecodable", "512x512x3", "4096x4096x3",
+                        "4096x4096x3"]
