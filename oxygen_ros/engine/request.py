@@ -42,6 +42,8 @@ class LanguageRequest:
     fed: int = 0                        # tokens of to_feed() already in the table
     finish_reason: str = ""             # why it ended (the reasons: docs/messages.md)
     robot: str = ""                     # whose observations it reads
+    overtaken_by: int = 0               # the highest priority of a newer request that
+                                        # attached while it waited: it attaches as that
 
     @property
     def next_token(self) -> int:

@@ -1,7 +1,9 @@
 """Scheduler: which language requests wait, feed their prompts or decode; how many decode
 steps a frame may take; whom to preempt when pages run short; which requests have waited
 too long. Actions are not scheduled: they always run. With several robots, each robot's
-requests take turns with the others' (a burst from one does not go first as a block)."""
+requests take turns with the others' (a burst from one does not go first as a block).
+Priority orders requests that wait together; it does not let a steady stream of questions
+starve a summary: a request that a newer one of higher priority overtook attaches next."""
 
 from collections import Counter, deque
 from typing import Callable, Optional
@@ -25,14 +27,16 @@ class Scheduler:
 
     def next_waiting(self, ready: Callable[[LanguageRequest], bool] = lambda r: True
                      ) -> Optional[LanguageRequest]:
-        """Among the waiting requests that are ready to attach: preempted ones resume first
-        (highest priority first), then arrivals — of the robot with the fewest running
-        requests, in arrival order."""
+        """Among the waiting requests that are ready to attach: preempted ones resume first,
+        then arrivals; in each, the highest priority (or that of a newer request that
+        overtook it) first, then the robot with the fewest running requests, in arrival
+        order."""
         candidates = [r for r in self.waiting if ready(r)]
         if not candidates:
             return None
         running = Counter(r.robot for r in self.running)
-        return max(candidates, key=lambda r: (r.status is Status.PREEMPTED, r.priority,
+        return max(candidates, key=lambda r: (r.status is Status.PREEMPTED,
+                                              max(r.priority, r.overtaken_by),
                                               -running[r.robot], -r.arrival, -r.id))
 
     def feeding(self) -> Optional[LanguageRequest]:
@@ -54,6 +58,9 @@ class Scheduler:
 
     def start(self, request: LanguageRequest) -> None:
         self.waiting.remove(request)
+        for older in self.waiting:
+            if older.arrival < request.arrival and older.priority < request.priority:
+                older.overtaken_by = max(older.overtaken_by, request.priority)
         request.status = Status.RUNNING
         self.running.append(request)
 

@@ -2,8 +2,10 @@
 the plan in force never runs out while the machine can feed it, language keeps its floor
 and every request ends, and where the plan cannot be fed the held fraction is predicted."""
 
+from collections import Counter
+
 import pytest
-from engine_helpers import TimedModel, config, simulate
+from engine_helpers import Events, TimedModel, config, simulate, stream
 
 from oxygen_ros.engine.clock import ManualClock
 from oxygen_ros.engine.oxygen import OxygenEngine
@@ -132,3 +134,23 @@ def test_a_held_place_is_kept_for_its_request_and_comes_back_when_it_ends(tiny_m
     reasons = {i: t.finish_reason for i, t in run.finals().items()}
     assert reasons == {topic: "queue_full", goal: "length", later: "length"}
     assert engine.pending_dialogue_of("") == 0 and engine.hold_place()
+
+
+def test_a_steady_stream_of_questions_does_not_starve_memory_summaries(tiny_model):
+    """One question a frame and prompt passes so dear that a frame attaches one request:
+    dialogue outranks memory, yet a summary that a newer question overtook attaches next,
+    so summaries keep coming and no request of either kind times out."""
+    clock = ManualClock()
+    model = TimedModel(tiny_model, clock, extend=0.03)
+    engine = OxygenEngine(model, config(memory_period_s=0.5, frame_period_s=0.1, num_pages=400,
+                                        request_timeout_s=3.0, dialogue_max_tokens=6,
+                                        max_pending_requests=1000), clock=clock)
+    events = Events(engine)
+    for observation in stream(80):
+        clock.set(observation.stamp)
+        engine.submit_dialogue("what now?")
+        engine.step(observation)
+    finals = Counter((t.kind, t.finish_reason) for t in events.texts if t.final)
+    assert finals[("memory", "timeout")] == 0 and finals[("dialogue", "timeout")] == 0
+    assert len(events.summaries) >= 4 and finals[("memory", "length")] == len(events.summaries)
+    assert finals[("dialogue", "length")] >= 65        # of 80, the last still in flight
