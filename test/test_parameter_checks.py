@@ -74,6 +74,14 @@ def test_the_defaults_pass():
     ("checkpoint", "null", "checkpoint must be a path, or '' for none, not 'null': rcl has "
                            "no YAML null: it reads this word as a path no file has"),
     ("tokenizer", "~", "tokenizer must be a path, or '' for none, not '~'"),
+    ("dialogue_template", "Q: {question}\nA: ", "{question} is none of its fields (its "
+                                                "fields: {text}; a literal brace is written"),
+    ("dialogue_template", "Robot, answer: ", "has no {text}: the question would never"),
+    ("dialogue_template", "{text} {", "Single '{' encountered"),
+    ("memory_template", "Summary {frames}: ", "{frames} is none of its fields (its fields: "
+                                              "{previous}, {first}, {last}"),
+    ("memory_template", "{first:s}", "Unknown format code 's'"),
+    ("memory_template", "{previous}", "is blank once filled: the model would get no prompt"),
 ])
 def test_a_bad_inference_value_is_refused_with_its_reason(name, value, reason):
     with pytest.raises(ValueError, match=re.escape(reason)):
@@ -102,7 +110,9 @@ def test_good_values_at_the_edges_pass():
     inference_config(inference_values(device="cuda:1", temperature=0.0, top_p=1.0,
                                       memory_period_s=0.0, request_timeout_s=0.0,
                                       joint_lower_limits=(0.5,) * 14,
-                                      joint_upper_limits=(0.5,) * 14))
+                                      joint_upper_limits=(0.5,) * 14,
+                                      dialogue_template="{text}",
+                                      memory_template="{first}-{last}: {previous!r}"))
 
 
 def test_the_allowed_names_are_the_ones_the_model_code_knows():

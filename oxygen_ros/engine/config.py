@@ -3,6 +3,7 @@ real-time contract (frame target, plan deadline, language floor), request limits
 decoding. Each field's default and description live here only (the inference node
 declares its parameters from them)."""
 
+import string
 from dataclasses import dataclass
 from typing import Optional
 
@@ -107,3 +108,30 @@ class EngineConfig:
             raise ValueError("top_p must be above 0 (1: no nucleus cut)")
         RTCSettings(self.rtc_execution_horizon, self.rtc_prefix_attention_schedule,
                     self.rtc_max_guidance_weight, self.rtc_guidance)   # raises if wrong
+        check_template("dialogue_template", self.dialogue_template, dict(text="what now?"))
+        check_template("memory_template", self.memory_template,
+                       dict(previous="", first=0, last=1))
+
+
+def check_template(name: str, template: str, fields: dict) -> None:
+    """A prompt template the engine can fill with `fields` whenever a request comes: every
+    field it names is one of them, a dialogue template holds the question ({text}) and a
+    filled one is not blank."""
+    known = ", ".join(f"{{{field}}}" for field in fields)
+    try:
+        named = {field for _, field, _, _ in string.Formatter().parse(template)
+                 if field is not None}
+        unknown = sorted(field for field in named
+                         if field.split(".")[0].split("[")[0] not in fields)
+        if unknown:
+            raise ValueError(f"{{{unknown[0]}}} is none of its fields")
+        filled = template.format(**fields)
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as error:
+        raise ValueError(f"{name} {template!r}: {error} (its fields: {known}; a literal brace "
+                         "is written twice)") from None
+    if "text" in fields and "text" not in named:
+        raise ValueError(f"{name} {template!r} has no {{text}}: the question would never "
+                         "reach the model")
+    if not filled.strip():
+        raise ValueError(f"{name} {template!r} is blank once filled: the model would get no "
+                         "prompt")

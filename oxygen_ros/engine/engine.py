@@ -116,7 +116,10 @@ class EngineCore:
         (default: the single robot); its id comes back with every text chunk (dialogue ids
         count 1, 2, 3, ... in arrival order). It takes one of the robot's
         max_pending_requests places, or ends queue_full if none is free; `held`: it takes
-        the place hold_place() held for it."""
+        the place hold_place() held for it. Blank text is refused (ValueError), as the node
+        refuses it."""
+        if not text.strip():
+            raise ValueError("a dialogue request needs text: a blank one asks nothing")
         name = self.robot.name if robot is None else self.robot_of(robot).name
         full = not held and not self._inbox.take_place(name)
         request_id = next(self._dialogue_ids)

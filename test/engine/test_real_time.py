@@ -120,6 +120,14 @@ def test_a_full_queue_ends_new_requests_at_once_with_the_reason(tiny_model):
     assert engine.counters["rejected_requests"] == 2
 
 
+def test_a_blank_request_is_refused_before_it_takes_a_place(tiny_model):
+    engine, _ = engine_with_costs(tiny_model, 0.05, max_pending_requests=1,
+                                  dialogue_template="{text}")
+    with pytest.raises(ValueError, match="a dialogue request needs text"):
+        engine.submit_dialogue(" \n")
+    assert engine.hold_place()                  # the one place is still free
+
+
 def test_a_held_place_is_kept_for_its_request_and_comes_back_when_it_ends(tiny_model):
     # an accepted Ask goal holds its place until its execution submits the question: a
     # topic request in between finds the queue full instead of taking the goal's place
