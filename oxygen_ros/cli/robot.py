@@ -179,7 +179,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     """Describe a π0.5 checkpoint: format, dimensions, parameters, memory for weights + KV."""
     import torch
 
-    from oxygen_ros.engine.pool_size import check_pool
+    from oxygen_ros.engine.config import EngineConfig
+    from oxygen_ros.engine.pool_size import check_pool, request_tokens
     from oxygen_ros.model import checkpoint
     from oxygen_ros.model.loading import checkpoint_normalization, checkpoint_tokenizer
     from oxygen_ros.model.precision import resolve_dtype
@@ -193,7 +194,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         checkpoint.check_tied(info)
         normalization = checkpoint_normalization(info, args.asset_id, args.normalization).source
         text = checkpoint_tokenizer(info.config, args.tokenizer)
-        check_pool(info.config, args.kv_pages, args.page_size, args.cameras)
+        check_pool(info.config, args.kv_pages, args.page_size, args.cameras,
+                   request_tokens=request_tokens(EngineConfig()))
     except ValueError as error:       # CheckpointError is a ValueError
         return usage_error("inspect", str(error))
     config = info.config

@@ -16,7 +16,8 @@ class EngineConfig:
     camera_names: tuple[str, ...] = parameter(
         ("base", "left_wrist", "right_wrist"), "model camera slots, in order")
     page_size: int = parameter(16, "tokens per KV page", range=(1, 4096))
-    num_pages: int = parameter(512, "KV pages in the unified pool (all tasks)",
+    num_pages: int = parameter(512, "KV pages in the unified pool (all tasks); at least every "
+                               "robot's newest prefix and one request whole",
                                range=(1, 10_000_000))
     tokens_per_frame: int = parameter(4, "k: decode steps per frame for all language requests",
                                       range=(1, 100_000))

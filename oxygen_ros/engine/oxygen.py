@@ -197,7 +197,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
     def prefill_for_actions(self, prefixes: Sequence[Prefix]) -> list[PageTable]:
         """The frame's prefix pages, one batched prefill for its robots, preempting language
         until they fit: actions never fail for lack of pages (the pool is checked at start-up
-        to hold one prefix per robot)."""
+        to hold one prefix per robot and a request's own)."""
         while True:
             computed = self.model.counters["prefix_tokens_computed"]
             started = self.clock.now()

@@ -72,7 +72,8 @@ def test_throttled_dialogue_is_the_same_text(tiny_model):
 def test_page_shortage_preempts_language_and_actions_still_run_on_time(tiny_model):
     clock = ManualClock()
     model = TimedModel(tiny_model, clock)
-    tight = dict(num_pages=18, frame_period_s=0.1, dialogue_max_tokens=20)
+    # the least the start-up check accepts: 2 prefixes of 5 pages, 7 for 80 + 20 tokens, 1
+    tight = dict(num_pages=18, frame_period_s=0.1, dialogue_max_tokens=20, max_request_tokens=80)
     engine = OxygenEngine(model, config(**tight), clock=clock)
     events = Events(engine)
     arrivals = {i: ["tell me everything you see on the table right now"] for i in range(8)}
@@ -88,7 +89,8 @@ def test_page_shortage_preempts_language_and_actions_still_run_on_time(tiny_mode
 def test_preempted_requests_resume_with_exactly_the_tokens_of_an_uninterrupted_decode(tiny_model):
     clock = ManualClock()
     engine = OxygenEngine(TimedModel(tiny_model, clock),
-                          config(num_pages=18, dialogue_max_tokens=20, memory_period_s=0),
+                          config(num_pages=18, dialogue_max_tokens=20, max_request_tokens=80,
+                                 memory_period_s=0),
                           clock=clock)
     finished = []
     finish = engine.scheduler.finish
@@ -108,34 +110,54 @@ def test_preempted_requests_resume_with_exactly_the_tokens_of_an_uninterrupted_d
         assert request.generated == tokens
 
 
+def test_at_the_least_pool_the_check_accepts_an_answer_across_frames_ends_whole(tiny_model):
+    """An answer that spans frames (12 tokens at 0.03 s each, frames every 0.1 s) keeps its
+    own frame's prefix while each next frame's is prefilled beside it: at the least pool
+    the start-up check accepts, it ends whole and nothing is preempted."""
+    clock = ManualClock()
+    least = config(num_pages=14, frame_period_s=0.1, max_request_tokens=32,
+                   memory_period_s=0, dialogue_max_tokens=12)
+    engine = OxygenEngine(TimedModel(tiny_model, clock, decode=0.03), least, clock=clock)
+    events = Events(engine)
+    asked = engine.submit_dialogue("what is on the table?")
+    control_loop(engine, clock, stream(10), 0.1, drain=40)
+    (final,) = [t for t in events.texts if t.final]
+    assert (final.request_id, final.finish_reason) == (asked, "length")
+    assert engine.counters["kv_full_requests"] == 0 and engine.counters["preemptions"] == 0
+
+
 @pytest.mark.parametrize("feeding", [False, True])
 def test_a_request_the_pool_cannot_hold_even_alone_ends_kv_full_and_the_next_is_answered(
         tiny_model, feeding):
-    # decoding: it fills the pool token by token; feeding: its prompt alone is too long
+    """Decoding: an answer beyond the configured limits (an Ask's own max_tokens) fills the
+    pool token by token; feeding: a memory template longer than the pool beside the prefixes
+    (the start-up check holds a dialogue request at its limits, not a template's length)."""
     clock = ManualClock()
-    pool = config(num_pages=12, memory_period_s=0, frame_period_s=0.1,
-                  request_timeout_s=0.0, max_request_tokens=1000)
+    long_template = "x" * 300 + "{previous} {first}-{last}: "
+    pool = config(num_pages=14, frame_period_s=0.1, request_timeout_s=0.0,
+                  max_request_tokens=32, memory_period_s=0.25 if feeding else 0.0,
+                  **({"memory_template": long_template} if feeding else {}))
     engine = OxygenEngine(TimedModel(tiny_model, clock), pool, clock=clock)
     events = Events(engine)
-    endless = engine.submit_dialogue("x" * pool.num_pages * pool.page_size if feeding
-                                     else "tell me everything", max_tokens=100_000)
+    endless = None if feeding else engine.submit_dialogue("tell me everything",
+                                                          max_tokens=100_000)
     short = engine.submit_dialogue("hi", max_tokens=5)
     at_the_end = []     # (pages the pool uses, the ending request's and the newest prefix's)
     ending = engine.out_of_pages
     engine.out_of_pages = lambda request: (at_the_end.append((
         engine.cache.pool.used_pages, set(request.table.pages) | set(engine.newest[0].pages),
         engine.cache.pool.can_allocate(1))), ending(request))
-    control_loop(engine, clock, stream(10), 0.1, drain=400)
-    ends = {t.request_id: t.finish_reason for t in events.texts if t.final}
-    assert ends == {endless: "kv_full", short: "length"}
-    (used, held, page_free), = at_the_end
+    control_loop(engine, clock, stream(4), 0.1, drain=40)
+    ends = {(t.kind, t.request_id): t.finish_reason for t in events.texts if t.final}
+    cut = ("memory", 1) if feeding else ("dialogue", endless)
+    assert ends[cut] == "kv_full" and ends[("dialogue", short)] == "length"
+    (used, held, page_free), *_ = at_the_end
     assert used == len(held)            # nothing else to preempt
-    generated = engine.counters["tokens"] - 5
     if feeding:
-        assert generated == 0 and events.text_by_request()[("dialogue", endless)] == ""
+        assert not events.summaries and events.text_by_request()[cut] == ""
     else:                               # cut where the pool ran out
-        assert generated > 0 and not page_free
-    assert engine.counters["kv_full_requests"] == 1 and engine.pending_requests == 0
+        assert engine.counters["tokens"] - 5 > 0 and not page_free
+    assert engine.counters["kv_full_requests"] == len(at_the_end)
     engine.release_newest()
     engine.cache.pool.check_whole()
 
@@ -148,9 +170,14 @@ def test_the_start_up_measurement_fits_every_page_size(tiny_model, page_size):
     assert engine.pages_in_use() == 0 and engine.costs.decode(1) > 0
 
 
-def test_a_pool_that_cannot_hold_one_prefix_is_refused_at_start(tiny_model):
-    with pytest.raises(ValueError, match="cannot hold 1 observation prefix"):
-        OxygenEngine(tiny_model, config(num_pages=3))
+def test_a_pool_that_cannot_hold_a_prefix_beside_one_request_whole_is_refused_at_start(
+        tiny_model):
+    # 2 prefixes of 5 pages (the newest, and a request's own frame's), 3 pages for its 32
+    # prompt and 12 answer tokens, and one page
+    with pytest.raises(ValueError, match=r"num_pages=13 cannot hold 1 robot\(s\)' newest "
+                                         r".*: 14 pages of 16; raise num_pages to 14"):
+        OxygenEngine(tiny_model, config(num_pages=13, max_request_tokens=32))
+    OxygenEngine(tiny_model, config(num_pages=14, max_request_tokens=32))
 
 
 def test_a_cache_the_machine_cannot_allocate_is_refused_naming_its_size_and_settings():

@@ -16,6 +16,7 @@ from oxygen_ros.engine.clock import ManualClock
 from oxygen_ros.engine.frame_loop import FrameLoop
 from oxygen_ros.engine.admission import READMIT_AFTER
 from oxygen_ros.engine.oxygen import OxygenEngine
+from oxygen_ros.engine.pool_size import request_tokens
 from oxygen_ros.engine.request import LanguageRequest, Status
 from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.config import preset
@@ -371,7 +372,10 @@ def test_each_robot_has_its_own_memory_windows(tiny_model):
 
 def test_a_pool_that_cannot_hold_one_prefix_per_robot_is_refused_at_start(tiny_model):
     one = OxygenEngine(tiny_model, config(), calibrate=False)
-    pages = one.cache.pages_for(one.max_prefix_tokens) + 1
+    prefix, request = (one.cache.pages_for(tokens) for tokens in
+                       (one.max_prefix_tokens, request_tokens(one.config)))
+    pages = 2 * prefix + request + 1      # the newest prefix, one request whole, a page
     assert OxygenEngine(tiny_model, config(num_pages=pages), calibrate=False).cache
-    with pytest.raises(ValueError, match="cannot hold 2 observation prefix"):
+    with pytest.raises(ValueError, match=f"cannot hold 2 robot\\(s\\)' newest observation "
+                                         f".*raise num_pages to {pages + prefix}$"):
         OxygenEngine(tiny_model, config(num_pages=pages), calibrate=False, robots=["a", "b"])

@@ -522,8 +522,9 @@ def test_inspect_command_prints_format_dims_parameters_and_memory(tmp_path, refe
     small = subprocess.run(command[:5] + ["--kv-pages", "14", "--tokenizer", tokenizer],
                            capture_output=True, text=True, timeout=120)
     assert small.returncode == 2
-    assert ("num_pages=14 cannot hold 1 observation prefix(es) of 212 tokens (15 pages of 16)"
-            in small.stderr), small.stderr
+    assert ("num_pages=14 cannot hold 1 robot(s)' newest observation prefix(es) of 212 tokens "
+            "beside one request whole (its own frame's prefix, 304 prompt and answer tokens): "
+            "48 pages of 16; raise num_pages to 48" in small.stderr), small.stderr
     bad = subprocess.run([sys.executable, "-m", "oxygen_ros.cli", "inspect", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no model.safetensors" in bad.stderr
