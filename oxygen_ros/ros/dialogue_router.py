@@ -239,9 +239,12 @@ class DialogueRouter:
         if not self.engine.robot_of(self.robot).observed:
             whose = f" of robot {self.robot}" if self.robot else ""
             timeout = self.engine.config.request_timeout_s
+            dropped = self.counters["dropped_observations"]
+            why = (f"{dropped} arrived and were dropped as bad input (the log and /diagnostics "
+                   "name why)" if dropped else "check camera_ingest and its camera topics")
             self.node.get_logger().warning(
-                f"a dialogue request waits: no observation{whose} has arrived yet to answer "
-                "about (check camera_ingest and its camera topics); "
+                f"a dialogue request waits: no observation{whose} has been usable yet to "
+                f"answer about ({why}); "
                 + (f"it ends 'timeout' after request_timeout_s ({timeout:g} s) if none comes"
                    if timeout else "it waits until one comes (request_timeout_s 0)"),
                 throttle_duration_sec=5.0)

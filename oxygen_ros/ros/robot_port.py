@@ -142,15 +142,19 @@ class RobotPort:
         self.counters[kind] += 1
         self.problems.warn(kind, self.label() + detail)
 
+    def _drop(self, kind: str, detail: str) -> None:
+        self.bad_input(kind, detail)
+        self.counters["dropped_observations"] += 1
+
     def on_observation(self, msg) -> None:
         stamp_ns = conversions.stamp_ns(msg.header.stamp)
         stamp = stamp_ns * 1e-9
         now = self.node.get_clock().now().nanoseconds * 1e-9
         age_limit = max(1.0, self.watchdog_s)
         if stamp > now + age_limit:
-            return self.bad_input("future_stamp", f"observation stamped {stamp - now:.2f} s ahead")
+            return self._drop("future_stamp", f"observation stamped {stamp - now:.2f} s ahead")
         if stamp < now - age_limit:
-            return self.bad_input("stale_stamp", "observation " + conversions.stale_stamp_text(
+            return self._drop("stale_stamp", "observation " + conversions.stale_stamp_text(
                 now - stamp, stamp_ns, self.node.get_parameter("use_sim_time").value))
         decoded = conversions.observation_from_msg(msg, self.camera_names, self.joint_names,
                                                    self.instruction, self.image_size)
@@ -159,6 +163,7 @@ class RobotPort:
             self.bad_input(problem, f"{what}, in observation at {stamp:.3f}" if what
                            else f"in observation at {stamp:.3f}")
         if decoded.observation is None:
+            self.counters["dropped_observations"] += 1
             return
         # used as stamped, its plan starts that late; on /clock (use_sim_time) stamps run
         # ahead of the node's time between the clock's ticks

@@ -5,19 +5,23 @@ decoding at Ctrl-C gets its result (finish_reason shutdown, stamped with the obs
 read) before the process exits, and stays ACCEPTED while its answer streams;
 request ids go on counting across a cleanup and configure; a goal whose acceptance cannot
 reach its client still runs, frees its place and is counted as a lost response; a request
-before any observation says in the log why it waits, and ends timeout."""
+before any usable observation says in the log why it waits (no observation, or how many
+were dropped as bad input), and ends timeout."""
 
 import os
 import signal
 
 from graph_helpers import Lifecycle, Probe, ask_ready, executable, results, write_params
 from lifecycle_msgs.msg import Transition
+from oxygen_ros.msg import Observation
 from rclpy.action import ActionClient
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
+from test_bad_input import observation
 from test_lifecycle_and_ask import start_graph
 
 from oxygen_ros.action import Ask
+from oxygen_ros.ros import qos
 from oxygen_ros.ros.dialogue_router import ask_client_qos
 
 LIMIT = 8
@@ -193,18 +197,37 @@ def test_request_ids_go_on_counting_across_cleanup_and_configure(
 
 def test_a_request_before_any_observation_says_why_it_waits_and_ends_timeout(
         processes, tmp_path, rclpy_context):
+    """No observation at all: check the cameras; observations dropped as bad input (joint
+    names the node does not know): how many, and where the reason is."""
     params = write_params(tmp_path / "params.yaml", inference={"request_timeout_s": 2.0})
     node = processes.start(executable("inference"), "--ros-args", "--params-file", params)
     probe = Probe(rclpy_context)                     # no camera_ingest: no observation
-    try:
-        assert probe.spin(60.0, until=lambda: probe.requests.get_subscription_count() > 0)
-        assert probe.spin(60.0, until=lambda: "oxygen_ros: inference" in probe.diagnostics)
+    observations = probe.node.create_publisher(Observation, "/oxygen/observation",
+                                               qos.RELIABLE)
+
+    def ask_until_timeout(finals: int) -> str:
         probe.requests.publish(String(data="what do you see?"))
-        assert probe.spin(60.0, until=lambda: any(c.final for c in probe.dialogue)), \
+        assert probe.spin(60.0, until=lambda: sum(c.final for c in probe.dialogue) > finals), \
             "".join(node.lines)[-2000:]
-        assert [c.finish_reason for c in probe.dialogue if c.final] == ["timeout"]
-        log = "".join(node.lines)
-        assert "a dialogue request waits: no observation has arrived yet" in log, log[-2000:]
+        assert [c.finish_reason for c in probe.dialogue if c.final] == ["timeout"] * (finals + 1)
+        return "".join(node.lines)
+
+    try:
+        assert probe.spin(60.0, until=lambda: probe.requests.get_subscription_count() > 0
+                          and observations.get_subscription_count() > 0)
+        assert probe.spin(60.0, until=lambda: "oxygen_ros: inference" in probe.diagnostics)
+        log = ask_until_timeout(0)
+        assert ("a dialogue request waits: no observation has been usable yet to answer about "
+                "(check camera_ingest and its camera topics)") in log, log[-2000:]
         assert "ends 'timeout' after request_timeout_s (2 s)" in log, log[-2000:]
+        for _ in range(3):
+            observations.publish(observation(probe, names=["elbow", "wrist"]))
+        assert probe.spin(30.0, until=lambda: probe.counter("inference",
+                                                            "dropped_observations") == 3)
+        assert probe.counter("inference", "joint_names_mismatch") == 3
+        probe.spin(6.0)               # past the 5 s the waiting line is throttled for
+        log = ask_until_timeout(1)
+        assert ("no observation has been usable yet to answer about (3 arrived and were "
+                "dropped as bad input (the log and /diagnostics name why))") in log, log[-2000:]
     finally:
         probe.close()
