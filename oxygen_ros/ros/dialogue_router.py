@@ -89,7 +89,7 @@ class _Goal:
     reason: str = ""            # the finish reason, once the answer has ended
     pieces: list = field(default_factory=list)
     seq: int = 0
-    stamp_ns: int = 0           # the observation the answer is about (ROS time)
+    stamp_ns: int = 0           # the observation the answer is about (ROS time; 0: none)
     missing_cameras: tuple = ()  # the configured cameras that observation lacked
     # a piece and the end, on different threads: no piece that the result lacks
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -253,8 +253,6 @@ class DialogueRouter:
         """The answer has ended: the goal executes now and its result is at hand."""
         with goal.lock:
             goal.reason = reason
-            if not goal.stamp_ns:     # it never read an observation: the goal's end
-                goal.stamp_ns = self.node.get_clock().now().nanoseconds
         with self._lock:
             self._ended[_goal_id(goal.handle)] = goal
         try:   # this router's callback, also if a reconfigure has bound the server anew

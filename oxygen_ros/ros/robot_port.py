@@ -198,8 +198,11 @@ class RobotPort:
 
     # -- outputs (engine thread) ----------------------------------------------------------
     def frame_source(self, frame_id: Optional[int]) -> tuple[int, tuple]:
-        """(ROS stamp in ns, configured cameras it lacked) of the observation a frame ran on
-        (now and none if no longer known)."""
+        """(ROS stamp in ns, configured cameras it lacked) of the observation a frame ran on:
+        zero and none for no frame (a request that ended before it read one), now and none
+        for a frame no longer known."""
+        if frame_id is None:
+            return 0, ()
         source = self._frame_sources.get(frame_id)
         return (self.node.get_clock().now().nanoseconds, ()) if source is None else source
 

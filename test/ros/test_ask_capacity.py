@@ -210,6 +210,8 @@ def test_a_request_before_any_observation_says_why_it_waits_and_ends_timeout(
         assert probe.spin(60.0, until=lambda: sum(c.final for c in probe.dialogue) > finals), \
             "".join(node.lines)[-2000:]
         assert [c.finish_reason for c in probe.dialogue if c.final] == ["timeout"] * (finals + 1)
+        # it read no observation: its stamp says so (zero), not a time no frame has
+        assert {(c.header.stamp.sec, c.header.stamp.nanosec) for c in probe.dialogue} == {(0, 0)}
         return "".join(node.lines)
 
     try:
