@@ -602,3 +602,24 @@ def test_the_files_values_and_the_overrides_are_checked_together_as_the_node_get
         "oxygen-ros", "--ros-args", "--params-file"]
     with pytest.raises(ValueError, match="^inference: joint_lower_limits, joint_upper_limits"):
         node_ros_args(arguments, config, [("inference", "joint_names", ["c"])])
+
+
+def test_demo_robots_serve_the_demos_robots_and_say_the_configs_are_not_used(tmp_path, capsys):
+    """A config naming its own robots: `demo --robots 2` serves robot_0 and robot_1 (their
+    namespaced camera_ingests feed them: no warning that they feed nobody) and says the
+    config's robots are not used."""
+    from oxygen_ros.cli import build_parser
+    from oxygen_ros.cli.demo import demo_configuration
+    from oxygen_ros.ros import rcl_yaml
+
+    config = tmp_path / "fleet.yaml"
+    config.write_text("inference:\n  ros__parameters:\n    preset: demo\n"
+                      "    robots: [left_arm, right_arm]\n")
+    args = build_parser().parse_args(["demo", "--robots", "2", "--config", str(config)])
+    node_args = demo_configuration(args, 2).node_args
+    served = rcl_yaml.load(Path(node_args[node_args.index("--params-file") + 1]).read_text())
+    assert served["inference"]["ros__parameters"]["robots"] == ["robot_0", "robot_1"]
+    assert served["inference"]["ros__parameters"]["dry_run"] is False
+    assert capsys.readouterr().err == (
+        "warning: demo --robots 2 serves robot_0, robot_1, each fed from its own bag: "
+        "inference's robots ['left_arm', 'right_arm'] are not used\n")

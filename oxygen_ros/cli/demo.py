@@ -74,12 +74,16 @@ def demo_configuration(args: argparse.Namespace, named_robots: int = 0) -> DemoC
 
     arguments = launch_arguments(args, dry_run="false")
     config = chosen_config(arguments)
-    node_args = node_ros_args(arguments, config, args.param,
-                              launch_plan.demo_robot_names(named_robots))
+    names = launch_plan.demo_robot_names(named_robots)
+    node_args = node_ros_args(arguments, config, args.param, names)
     overrides = param_overrides(args.param)
     parameters = ({name: spec.default for name, spec in inference_specs().items()}
                   | launch_plan.inference_parameters(arguments, config)
                   | overrides.get("inference", {}))
+    if names and list(parameters["robots"]) not in ([], names):
+        print(f"warning: demo --robots {named_robots} serves {', '.join(names)}, each fed from "
+              f"its own bag: inference's robots {list(parameters['robots'])} are not used",
+              file=sys.stderr, flush=True)
     return DemoConfiguration(arguments, node_args, float(parameters["memory_period_s"]),
                              bool(parameters["dry_run"]), str(config), overrides)
 

@@ -214,8 +214,9 @@ def node_ros_args(arguments: dict[str, str], config: Path, params,
     then the overridable arguments (as -p, each of the type the checked YAML gives it), and
     with -p options, the YAML written again with every override in its node's section
     (launch_plan.with_overrides: a -p of another type than the file's value would not
-    win). With `robots` (the demo's fleet), a camera_ingest under each robot's namespace
-    (launch_plan.namespaced_ingest of that YAML), each checked against the inference node."""
+    win). With `robots` (the demo's fleet), that YAML serves them, and a camera_ingest under
+    each robot's namespace (launch_plan.namespaced_ingest of it), each checked against the
+    inference node."""
     from oxygen_ros.ros import config_check, launch_plan
 
     launched = launch_plan.inference_overrides(arguments)
@@ -226,15 +227,17 @@ def node_ros_args(arguments: dict[str, str], config: Path, params,
     overrides = {"inference": dict(launched)}
     for node, values in given.items():
         overrides.setdefault(node, {}).update(values)
+    if robots:     # the demo's fleet: the server is started with these robots
+        overrides["inference"]["robots"] = list(robots)
     planned = launch_plan.with_overrides(config, overrides)
-    file = launch_plan.parameters_file(planned) if params else str(config)
+    file = launch_plan.parameters_file(planned) if params or robots else str(config)
     for robot, ingest in ingests.items():
         plan = (launch_plan.namespaced_ingest(Path(file), robot, given.get("camera_ingest", {}))
                 if robot else planned)
         nodes = {"camera_ingest": ingest, "inference": "/inference"}
         config_check.check_cameras(config, plan, nodes)
         config_check.check_together(config, plan, nodes)
-    if not params:
+    if not (params or robots):
         return ros_args(file, [
             f"inference:{name}:={str(value).lower() if isinstance(value, bool) else value}"
             for name, value in launched.items()])
