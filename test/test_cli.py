@@ -386,6 +386,9 @@ BAD_OPTIONS = [
                                     "a node parameter is -p inference:checkpoint:=VALUE "
                                     "(see oxygen-ros run --help)"),
     (["run", "-p", "inference:robots:=[x_]"], "robot name 'x_': use letters, digits"),
+    (["run", "--single-process", "-p", "inference:robots:=[alpha, beta]"],
+     "--single-process runs one robot's nodes, and inference serves robots alpha, beta (run "
+     "without --single-process: each robot's camera_ingest in its namespace)"),
     (["run", "-p", "inference:dialogue_topic:={node}/x"],
      "(YAML reads a value starting with '{' as a mapping: quote it, as "
      "inference:dialogue_topic:='\"{node}/x\"')"),

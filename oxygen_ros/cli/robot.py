@@ -2,41 +2,71 @@
 
 import argparse
 import os
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 from oxygen_ros.cli.options import (LONGEST_TIME_S, LONGEST_WAIT_S, add_dtype, add_node_options,
                                     bounded, chosen_config, launch_arguments, node_ros_args,
-                                    ros_environment, usage_error)
+                                    param_overrides, ros_environment, usage_error)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """camera_ingest and inference, each in its own process as the launch file runs them
-    (no launch_ros needed), on the YAML the launch file would pick. Ctrl-C or SIGTERM stops
-    both (SIGINT, then SIGKILL after 10 s); when one node ends, the other is stopped. Exit
-    status: the failed node's (named on stderr when each has its own process), else 0."""
+    (no launch_ros needed), on the YAML the launch file would pick; an inference node that
+    serves robots (its robots parameter) gets each robot's camera_ingest under /<robot>/, as
+    fleet.launch.py and humanoid.launch.py namespace:=<robot> inference:=remote start them
+    on one machine. Ctrl-C or SIGTERM stops them all (SIGINT, then SIGKILL after 10 s); when
+    one node ends, the others are stopped. Exit status: the failed node's (named on stderr
+    when each has its own process), else 0."""
     try:
         arguments = launch_arguments(args)
-        node_args = node_ros_args(arguments, chosen_config(arguments), args.param)
+        config = chosen_config(arguments)
+        robots = served_robots(arguments, config, args.param)
+        if robots and args.single_process:
+            raise ValueError(f"--single-process runs one robot's nodes, and inference serves "
+                             f"robots {', '.join(robots)} (run without --single-process: "
+                             "each robot's camera_ingest in its namespace)")
+        node_args = node_ros_args(arguments, config, args.param, robots)
     except ValueError as error:
         return usage_error("run", str(error))
     ros_environment()
     if args.single_process:
         return _run_in_one_process(node_args, args.duration)
-    from oxygen_ros.ros.node_processes import NODES, start_nodes, supervise
+    from oxygen_ros.ros.demo_job import start_ingests
+    from oxygen_ros.ros.node_processes import NODES, node_command, start_nodes, supervise
     from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
 
     stop = install_stop_signals()
-    children = start_nodes(node_args[1:])
-    print(f"oxygen-ros run: camera_ingest pid {children[0].pid}, inference pid "
-          f"{children[1].pid}, parameters {node_args[3]}", flush=True)
-    try:
-        return supervise(children, stop, args.duration,
-                         names=[name for name, _ in NODES])
-    finally:
-        ignore_stop_signals()
+    with tempfile.TemporaryDirectory(prefix="oxygen-ros-run-") as directory:
+        if robots:
+            names = [f"/{robot}/camera_ingest" for robot in robots] + ["inference"]
+            children = start_ingests(node_args[1:], robots, Path(directory),
+                                     given=param_overrides(args.param).get("camera_ingest"))
+            children.append(subprocess.Popen(node_command(*NODES[1]) + node_args[1:]))
+        else:
+            names = [name for name, _ in NODES]
+            children = start_nodes(node_args[1:])
+        print("oxygen-ros run: " + ", ".join(f"{name} pid {child.pid}" for name, child
+                                             in zip(names, children))
+              + f", parameters {node_args[3]}", flush=True)
+        try:
+            return supervise(children, stop, args.duration, names=names)
+        finally:
+            ignore_stop_signals()
+
+
+def served_robots(arguments: dict, config: Path, params) -> list[str]:
+    """The robots the inference node will serve: its robots parameter, from the YAML or a
+    -p (none: one robot, no namespace)."""
+    from oxygen_ros.ros import launch_plan
+
+    given = param_overrides(params).get("inference", {})
+    return list(given.get("robots", launch_plan.inference_parameters(arguments, config)
+                          .get("robots") or []))
 
 
 def _run_in_one_process(node_args: list[str], duration: float) -> int:

@@ -124,6 +124,38 @@ def test_run_starts_each_node_in_its_own_process_and_sigterm_stops_both(processe
     assert "Traceback" not in output, output[-3000:]
 
 
+def test_run_serving_robots_starts_each_robots_ingest_in_its_namespace(processes,
+                                                                      rclpy_context):
+    """An inference node that serves robots gets each robot's camera_ingest under /<robot>/
+    (as fleet.launch.py and humanoid.launch.py namespace:=<robot> inference:=remote), all
+    children of run, stopped together."""
+    run = processes.python("-m", "oxygen_ros.cli", "run", "--preset", "tiny",
+                           "-p", "inference:robots:=[alpha, beta]")
+    line = wait_for_line(run, "inference pid", 60.0)
+    assert "/alpha/camera_ingest pid" in line and "/beta/camera_ingest pid" in line, line
+    pids = [int(word.rstrip(",")) for word in line.split() if word.rstrip(",").isdigit()]
+    assert len(pids) == 3 and [parent_pid(pid) for pid in pids] == [run.pid] * 3, line
+    observer = Node("run_observer", context=rclpy_context)
+    wanted = {("camera_ingest", "/alpha"), ("camera_ingest", "/beta"), ("inference", "/")}
+    try:
+        deadline = time.monotonic() + 60.0
+        while (not wanted <= set(observer.get_node_names_and_namespaces())
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        assert wanted <= set(observer.get_node_names_and_namespaces())
+    finally:
+        observer.destroy_node()
+    assert "robots alpha, beta;" in wait_for_line(run, "robots alpha, beta", 120.0)
+    for robot in ("alpha", "beta"):
+        assert f"-> /{robot}/oxygen/observation" in wait_for_line(
+            run, f"[{robot}.camera_ingest]: cameras ", 60.0)
+    run.send_signal(signal.SIGTERM)
+    output = processes.finish(run, timeout=60)
+    assert run.returncode == 0, output[-3000:]
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
+    assert "feeds none of them" not in output and "Traceback" not in output, output[-3000:]
+
+
 def test_run_stops_the_other_node_and_fails_when_one_node_fails(processes):
     run = processes.python("-m", "oxygen_ros.cli", "run", "--preset", "tiny",
                            "-p", "inference:checkpoint:=/no/such/checkpoint")
