@@ -53,7 +53,8 @@ class OutputMonitor(Node):
 
     def _on_dialogue(self, msg: DialogueChunk) -> None:
         self.dialogue.setdefault(msg.request_id, []).append(msg.text)
-        self.dialogue_stamps[msg.request_id] = to_seconds(msg.header.stamp)
+        if msg.header.stamp.sec or msg.header.stamp.nanosec:    # zero: it read none
+            self.dialogue_stamps[msg.request_id] = to_seconds(msg.header.stamp)
         self.missing_cameras[msg.request_id] = list(msg.missing_cameras)
         if msg.final:
             self.finish_reasons[msg.request_id] = msg.finish_reason
