@@ -36,8 +36,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     ros_environment()
     if args.single_process:
         return _run_in_one_process(node_args, args.duration)
-    from oxygen_ros.ros.demo_job import start_ingests
-    from oxygen_ros.ros.node_processes import NODES, node_command, start_nodes, supervise
+    from oxygen_ros.ros.node_processes import (NODES, node_command, start_ingests, start_nodes,
+                                               supervise)
     from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals
 
     stop = install_stop_signals()

@@ -31,7 +31,8 @@ from oxygen_ros.ros.demo_bag import DemoBagSpec, write_demo_bag
 from oxygen_ros.ros.demo_summary import (answered, demo_summary, fleet_line,
                                          missing_outputs, summary_line)
 from oxygen_ros.ros.monitor import OutputMonitor
-from oxygen_ros.ros.node_processes import node_command, start_nodes, stop_children
+from oxygen_ros.ros.node_processes import (node_command, params_file, run_config, start_ingests,
+                                           start_nodes, stop_children)
 from oxygen_ros.ros.run_node import ignore_stop_signals, install_stop_signals, spin_until
 
 DEFAULT_DEMO_BAG = "build/demo_bag"
@@ -142,7 +143,7 @@ def start_servers(ros_args: list, robots: list[str], directory: Path, separate: 
         return [subprocess.Popen(node_command("inference", "inference_node") + ros_args
                                  + ["-p", f"robots:=[{', '.join(robots)}]"],
                                  stdout=output, stderr=output)]
-    config, overrides = _config(ros_args), _overrides(ros_args)
+    config, overrides = run_config(ros_args), _overrides(ros_args)
     servers = []
     for robot in robots:
         server_yaml = directory / f"inference_{robot}.yaml"
@@ -156,29 +157,6 @@ def start_servers(ros_args: list, robots: list[str], directory: Path, separate: 
     return servers
 
 
-def start_ingests(ros_args: list, robots: list[str], directory: Path, output=None,
-                  given: Optional[dict] = None) -> list:
-    """Each robot's camera_ingest under /<robot> with its topics there (as `humanoid.launch.py
-    namespace:=<robot> inference:=remote` runs it), given one YAML: the run's, with the topics
-    set and its section moved to its full name, the run's -p camera_ingest values (`given`)
-    winning over a robot's own section (the run's other -p are the inference node's)."""
-    config = _config(ros_args)
-    ingests = []
-    for robot in robots:
-        robot_yaml = directory / f"{robot}_camera_ingest.yaml"
-        robot_yaml.write_text(launch_plan.namespaced_ingest(config, robot, given or {}))
-        ingests.append(subprocess.Popen(
-            node_command("camera_ingest", "camera_ingest")
-            + ["--ros-args", "--params-file", str(robot_yaml), "-r", f"__ns:=/{robot}"],
-            stdout=output, stderr=output))
-    return ingests
-
-
-def _config(ros_args: list) -> Path:
-    params = _params_file(ros_args)
-    return Path(params) if params else launch_plan.config_file({}, _config_dir())
-
-
 def _overrides(ros_args: list) -> dict:
     """The inference node's -p inference:NAME:=VALUE overrides, typed as rcl types them."""
     found = {}
@@ -187,11 +165,6 @@ def _overrides(ros_args: list) -> dict:
         if flag == "-p" and sep and target.startswith("inference:"):
             found[target.removeprefix("inference:")] = rcl_yaml.load(value)
     return found
-
-
-def _config_dir() -> Path:
-    from oxygen_ros.resources import share_path
-    return share_path("config")
 
 
 class StartFailed(RuntimeError):
@@ -333,16 +306,11 @@ def _kill_when_served(ingest: subprocess.Popen, monitor, after_s: float,
         ingest.kill()
 
 
-def _params_file(ros_args: list) -> Optional[str]:
-    return next((ros_args[i + 1] for i, arg in enumerate(ros_args[:-1])
-                 if arg == "--params-file"), None)
-
-
 def _report(job: DemoJob, monitors, specs, clock: dict) -> dict:
     summaries = {}
     for monitor, spec in zip(monitors, specs):
         summary = demo_summary(monitor) | {"params_file": (job.params_file
-                                                           or _params_file(job.ros_args)),
+                                                           or params_file(job.ros_args)),
                                             "overrides": job.overrides or {},
                                             "memory_period_s": job.memory_period_s,
                                             "camera_killed": (job.camera_killed_at_s is not None

@@ -1,6 +1,7 @@
-"""camera_ingest and inference each in its own process, as the launch file runs them:
-start them, wait until a signal, a duration or one of them ends, stop them with hard
-timeouts (rclpy traps SIGTERM: SIGINT first, SIGKILL after a deadline)."""
+"""camera_ingest and inference each in its own process, as the launch file runs them (a
+fleet: each robot's camera_ingest in its namespace, as fleet.launch.py does): start them,
+wait until a signal, a duration or one of them ends, stop them with hard timeouts (rclpy
+traps SIGTERM: SIGINT first, SIGKILL after a deadline)."""
 
 import signal
 import subprocess
@@ -8,7 +9,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
+
+from oxygen_ros.ros import launch_plan
 
 NODES = (("camera_ingest", "camera_ingest"), ("inference", "inference_node"))
 STOP_GRACE_S = 10.0       # a node joins its engine thread and leaves in a few seconds
@@ -76,3 +79,38 @@ def supervise(children, stop: threading.Event, duration: float = 0.0,
 
 def _shell_code(returncode: int) -> int:
     return returncode if returncode >= 0 else 128 - returncode
+
+
+def start_ingests(ros_args: list, robots: list[str], directory: Path, output=None,
+                  given: Optional[dict] = None) -> list:
+    """Each robot's camera_ingest under /<robot> with its topics there (as `humanoid.launch.py
+    namespace:=<robot> inference:=remote` runs it), given one YAML: the run's, with the topics
+    set and its section moved to its full name, the run's -p camera_ingest values (`given`)
+    winning over a robot's own section (the run's other -p are the inference node's)."""
+    config = run_config(ros_args)
+    ingests = []
+    for robot in robots:
+        robot_yaml = directory / f"{robot}_camera_ingest.yaml"
+        robot_yaml.write_text(launch_plan.namespaced_ingest(config, robot, given or {}))
+        ingests.append(subprocess.Popen(
+            node_command("camera_ingest", "camera_ingest")
+            + ["--ros-args", "--params-file", str(robot_yaml), "-r", f"__ns:=/{robot}"],
+            stdout=output, stderr=output))
+    return ingests
+
+
+def run_config(ros_args: list) -> Path:
+    """The YAML the nodes read: the --params-file in `ros_args`, else the installed default."""
+    params = params_file(ros_args)
+    return Path(params) if params else launch_plan.config_file({}, _config_dir())
+
+
+def params_file(ros_args: list) -> Optional[str]:
+    """The --params-file in `ros_args`, if any."""
+    return next((ros_args[i + 1] for i, arg in enumerate(ros_args[:-1])
+                 if arg == "--params-file"), None)
+
+
+def _config_dir() -> Path:
+    from oxygen_ros.resources import share_path
+    return share_path("config")

@@ -194,12 +194,12 @@ def test_a_parameter_given_with_another_type_than_the_files_still_wins(processes
 
 def test_each_robots_ingest_takes_the_runs_overrides_under_its_namespace(processes, tmp_path,
                                                                          monkeypatch):
-    """The fleet demo's camera_ingests (demo_job.start_ingests): a -p for camera_ingest
+    """The fleet demo's camera_ingests (node_processes.start_ingests): a -p for camera_ingest
     reaches /alpha/camera_ingest and /beta/camera_ingest, each on its robot's topics, and
     wins over a robot's own section in the YAML."""
     from oxygen_ros.cli.options import (chosen_config, node_parameter, node_ros_args,
                                         param_overrides)
-    from oxygen_ros.ros.demo_job import start_ingests
+    from oxygen_ros.ros.node_processes import start_ingests
 
     config = tmp_path / "own_sections.yaml"
     config.write_text(chosen_config({"preset": "tiny"}).read_text()
