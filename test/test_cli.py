@@ -607,6 +607,26 @@ def test_the_files_values_and_the_overrides_are_checked_together_as_the_node_get
         node_ros_args(arguments, config, [("inference", "joint_names", ["c"])])
 
 
+@pytest.mark.parametrize("section", ["inference", "/inference", "/**/inference"])
+def test_run_serves_the_robots_of_any_section_that_reaches_the_inference_node(tmp_path,
+                                                                              section):
+    """`oxygen-ros run` starts a camera_ingest per robot the inference node will serve: its
+    robots from whichever YAML section reaches /inference, as rcl gives them, or a -p."""
+    from oxygen_ros.cli import build_parser
+    from oxygen_ros.cli.options import chosen_config, launch_arguments
+    from oxygen_ros.cli.robot import served_robots
+
+    config = tmp_path / "fleet.yaml"
+    config.write_text(f"{section}:\n  ros__parameters:\n    preset: tiny\n"
+                      "    robots: [alpha, beta]\n")
+    args = build_parser().parse_args(["run", "--config", str(config)])
+    arguments = launch_arguments(args)
+    assert served_robots(arguments, chosen_config(arguments), args.param) == ["alpha", "beta"]
+    args = build_parser().parse_args(["run", "--config", str(config),
+                                      "-p", "inference:robots:=[gamma]"])
+    assert served_robots(arguments, chosen_config(arguments), args.param) == ["gamma"]
+
+
 def test_demo_robots_serve_the_demos_robots_and_say_the_configs_are_not_used(tmp_path, capsys):
     """A config naming its own robots: `demo --robots 2` serves robot_0 and robot_1 (their
     namespaced camera_ingests feed them: no warning that they feed nobody) and says the

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from oxygen_ros.cli.options import (LONGEST_BAG_S, add_json, add_node_options, add_threads,
                                     bounded, chosen_config, launch_arguments, new_folder,
-                                    node_ros_args, output_file, param_overrides,
+                                    node_ros_args, output_file, param_overrides, planned_inference,
                                     ros_environment, seed_option, usage_error)
 
 DEFAULT_DEMO_BAG = "build/demo_bag"      # as oxygen_ros.ros.demo_job (imported only to run)
@@ -70,16 +70,13 @@ def demo_configuration(args: argparse.Namespace, named_robots: int = 0) -> DemoC
     --dry-run: it shows every output); with named_robots, camera_ingest runs under each of
     robot_0 … robot_<named_robots - 1> (0: one robot, no namespace)."""
     from oxygen_ros.ros import launch_plan
-    from oxygen_ros.ros.node_parameters import inference_specs
 
     arguments = launch_arguments(args, dry_run="false")
     config = chosen_config(arguments)
     names = launch_plan.demo_robot_names(named_robots)
     node_args = node_ros_args(arguments, config, args.param, names)
     overrides = param_overrides(args.param)
-    parameters = ({name: spec.default for name, spec in inference_specs().items()}
-                  | launch_plan.inference_parameters(arguments, config)
-                  | overrides.get("inference", {}))
+    parameters = planned_inference(arguments, config, args.param)
     if names and list(parameters["robots"]) not in ([], names):
         print(f"warning: demo --robots {named_robots} serves {', '.join(names)}, each fed from "
               f"its own bag: inference's robots {list(parameters['robots'])} are not used",

@@ -244,6 +244,19 @@ def node_ros_args(arguments: dict[str, str], config: Path, params,
     return ros_args(file, [])
 
 
+def planned_inference(arguments: dict[str, str], config: Path, params) -> dict:
+    """The parameters the inference node will run with: its defaults, then each section of
+    the YAML that reaches /inference (`/inference:`, `/**:` too; later ones winning, as rcl
+    applies them), the launch arguments and the -p options, each value checked."""
+    from oxygen_ros.ros import config_check, launch_plan, rcl_yaml
+
+    overrides = (launch_plan.inference_overrides(arguments)
+                 | param_overrides(params).get("inference", {}))
+    planned = launch_plan.with_overrides(config, {"inference": overrides})
+    return config_check.planned_values(config, rcl_yaml.load(planned) or {}, "inference",
+                                       "/inference")
+
+
 def param_overrides(params) -> dict[str, dict]:
     """The -p overrides: node -> name -> value (a later -p of a name wins)."""
     overrides = {}

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from oxygen_ros.cli.options import (LONGEST_TIME_S, LONGEST_WAIT_S, add_dtype, add_node_options,
                                     bounded, chosen_config, launch_arguments, node_ros_args,
-                                    param_overrides, ros_environment, usage_error)
+                                    param_overrides, planned_inference, ros_environment,
+                                    usage_error)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -62,11 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def served_robots(arguments: dict, config: Path, params) -> list[str]:
     """The robots the inference node will serve: its robots parameter, from the YAML or a
     -p (none: one robot, no namespace)."""
-    from oxygen_ros.ros import launch_plan
-
-    given = param_overrides(params).get("inference", {})
-    return list(given.get("robots", launch_plan.inference_parameters(arguments, config)
-                          .get("robots") or []))
+    return list(planned_inference(arguments, config, params)["robots"] or [])
 
 
 def _run_in_one_process(node_args: list[str], duration: float) -> int:

@@ -164,18 +164,6 @@ def on_node_exit(arguments: Mapping[str, str]) -> str:
     return "respawn" if boolean(arguments, "respawn") else "shutdown"
 
 
-def inference_parameters(arguments: Mapping[str, str], config: Path) -> dict:
-    """What the inference node is given: its section of the YAML (config_file), then the
-    overrides (the code's defaults fill in the rest)."""
-    return node_section(config, "inference") | inference_overrides(arguments)
-
-
-def node_section(config: Path, node: str) -> dict:
-    """The parameters a YAML gives one node (its `<node>: ros__parameters:` section)."""
-    document = rcl_yaml.load(Path(config).read_text()) or {}
-    return dict((document.get(node) or {}).get("ros__parameters") or {})
-
-
 def robot_namespace(arguments: Mapping[str, str]) -> str:
     """The robot's name from namespace:= ('' for none), checked as a fleet server checks
     its robots' names."""

@@ -20,6 +20,11 @@ GIVEN = {"preset": "tiny", "checkpoint": "/ckpt", "tokenizer": "/tok.model", "dr
 BOTH = {"camera_ingest": "/camera_ingest", "inference": "/inference"}
 
 
+def _section(config: Path, node: str) -> dict:
+    """The parameters a YAML's `<node>: ros__parameters:` section gives."""
+    return dict(rcl_yaml.load(config.read_text())[node]["ros__parameters"])
+
+
 @pytest.mark.parametrize("given", [dict(c) for n in range(5)
                                    for c in itertools.combinations(GIVEN.items(), n)])
 @pytest.mark.parametrize("user_yaml", [False, True])
@@ -262,6 +267,7 @@ def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
     summaries right end to end)."""
     from oxygen_ros.cli import build_parser
     from oxygen_ros.cli.demo import demo_configuration
+    from oxygen_ros.cli.options import planned_inference
     from oxygen_ros.demo.sampling import MEMORY_PERIOD_S
 
     arguments, ros_args, scored_period, dry_run, params_file, overrides = demo_configuration(
@@ -274,8 +280,7 @@ def test_the_demo_runs_exactly_what_the_launch_plan_gives_preset_demo():
                         str(CONFIG / "humanoid_demo.yaml"), "-p", "inference:preset:=demo",
                         "-p", "inference:dry_run:=false"]
     assert launched == {"preset": "demo", "dry_run": False}
-    parameters = launch_plan.inference_parameters(arguments,
-                                                  launch_plan.config_file(arguments, CONFIG))
+    parameters = planned_inference(arguments, launch_plan.config_file(arguments, CONFIG), [])
     assert parameters["memory_period_s"] == scored_period == MEMORY_PERIOD_S == 4.0
     assert parameters["checkpoint"] == "package://oxygen_ros/models/demo"
     # a user's -p changes what is scored along with what the node runs
@@ -349,7 +354,7 @@ def test_a_named_robot_has_every_topic_under_its_namespace_where_a_fleet_server_
     config = launch_plan.config_file(arguments, CONFIG)
     ingest = launch_plan.topic_overrides(arguments, config, "camera_ingest")
     inference = launch_plan.topic_overrides(arguments, config, "inference")
-    shipped = launch_plan.node_section(config, "camera_ingest").get(
+    shipped = _section(config, "camera_ingest").get(
         "camera_topics", IngestParameters.camera_topics)
     assert ingest["camera_topics"] == [f"/alpha{topic}" for topic in shipped]
     assert ingest["joint_state_topic"] == "/alpha/joint_states"
@@ -362,11 +367,11 @@ def test_a_named_robot_has_every_topic_under_its_namespace_where_a_fleet_server_
     # a namespaced node finds its YAML section and its topics under its full name
     given = rcl_yaml.load(launch_plan.node_parameters(arguments, config, "inference"))
     assert "inference" not in given and given["/alpha/inference"]["ros__parameters"] == (
-        launch_plan.node_section(config, "inference") | inference)
+        _section(config, "inference") | inference)
     given = rcl_yaml.load(launch_plan.node_parameters({"use_sim_time": "true"}, config,
                                                       "inference"))
     assert given == rcl_yaml.load(config.read_text()) | {"inference": {"ros__parameters": (
-        launch_plan.node_section(config, "inference") | {"use_sim_time": True})}}
+        _section(config, "inference") | {"use_sim_time": True})}}
     # a topic argument wins over the namespace
     given = launch_plan.topic_overrides(arguments | {"command_topic": "/arm/cmd"}, config,
                                         "inference")
@@ -558,7 +563,7 @@ def test_the_fleet_server_gets_its_yaml_values_the_given_arguments_and_its_robot
     config = launch_plan.config_file({"preset": "tiny"}, CONFIG)
     given = {"preset": "tiny", "dry_run": "false", "robots": "[alpha, beta]"}
     assert rcl_yaml.load(launch_plan.fleet_parameters(given, config))["/inference"] == {
-        "ros__parameters": launch_plan.node_section(config, "inference") | {
+        "ros__parameters": _section(config, "inference") | {
             "preset": "tiny", "dry_run": False,
             "robots": ["alpha", "beta"]}}
     assert launch_plan.fleet_robots("alpha, beta") == ["alpha", "beta"]
