@@ -142,39 +142,21 @@ class RobotPort:
         self.counters[kind] += 1
         self.problems.warn(kind, self.label() + detail)
 
-    def _drop(self, kind: str, detail: str) -> None:
-        self.bad_input(kind, detail)
-        self.counters["dropped_observations"] += 1
-
     def on_observation(self, msg) -> None:
-        stamp_ns = conversions.stamp_ns(msg.header.stamp)
-        stamp = stamp_ns * 1e-9
-        now = self.node.get_clock().now().nanoseconds * 1e-9
-        age_limit = max(1.0, self.watchdog_s)
-        if stamp > now + age_limit:
-            return self._drop("future_stamp", f"observation stamped {stamp - now:.2f} s ahead")
-        if stamp < now - age_limit:
-            return self._drop("stale_stamp", "observation " + conversions.stale_stamp_text(
-                now - stamp, stamp_ns, self.node.get_parameter("use_sim_time").value))
-        decoded = conversions.observation_from_msg(msg, self.camera_names, self.joint_names,
-                                                   self.instruction, self.image_size)
-        for problem in decoded.problems:
-            what = decoded.details.get(problem)
-            self.bad_input(problem, f"{what}, in observation at {stamp:.3f}" if what
-                           else f"in observation at {stamp:.3f}")
-        if decoded.observation is None:
+        decoded = self._decode(msg)
+        if decoded is None:
             self.counters["dropped_observations"] += 1
             return
+        observation, stamp_ns, age = decoded
         # used as stamped, its plan starts that late; on /clock (use_sim_time) stamps run
         # ahead of the node's time between the clock's ticks
-        if stamp > now + self.action_dt and not self.node.get_clock().ros_time_is_active:
-            self.bad_input("clock_ahead", f"observation stamped {stamp - now:.3f} s ahead of "
+        if -age > self.action_dt and not self.node.get_clock().ros_time_is_active:
+            self.bad_input("clock_ahead", f"observation stamped {-age:.3f} s ahead of "
                            "this host's clock: its plan starts that late (synchronize the "
                            "clocks)")
         # the same age on the engine's clock: the plan deadline is physical time
-        engine_stamp = self.engine.clock.now() - (now - stamp)
-        observation = dataclasses.replace(decoded.observation, stamp=engine_stamp,
-                                          robot=self.name)
+        engine_stamp = self.engine.clock.now() - age
+        observation = dataclasses.replace(observation, stamp=engine_stamp, robot=self.name)
         arrival = time.monotonic()
         self.stops.observation(arrival)
         missing = tuple(c for c in self.camera_names if c not in observation.images)
@@ -185,6 +167,30 @@ class RobotPort:
         self.control.send(control_link.observed_message(arrival))
         self.counters["observations"] += 1
         self.node.wake_engine()
+
+    def _decode(self, msg):
+        """The observation in `msg`, its stamp (ns) and its age on this node's clock; None,
+        every problem counted, when it cannot be used."""
+        stamp_ns = conversions.stamp_ns(msg.header.stamp)
+        stamp = stamp_ns * 1e-9
+        now = self.node.get_clock().now().nanoseconds * 1e-9
+        age_limit = max(1.0, self.watchdog_s)
+        if stamp > now + age_limit:
+            self.bad_input("future_stamp", f"observation stamped {stamp - now:.2f} s ahead")
+            return None
+        if stamp < now - age_limit:
+            self.bad_input("stale_stamp", "observation " + conversions.stale_stamp_text(
+                now - stamp, stamp_ns, self.node.get_parameter("use_sim_time").value))
+            return None
+        decoded = conversions.observation_from_msg(msg, self.camera_names, self.joint_names,
+                                                   self.instruction, self.image_size)
+        for problem in decoded.problems:
+            what = decoded.details.get(problem)
+            self.bad_input(problem, f"{what}, in observation at {stamp:.3f}" if what
+                           else f"in observation at {stamp:.3f}")
+        if decoded.observation is None:
+            return None
+        return decoded.observation, stamp_ns, now - stamp
 
     def on_instruction(self, msg: String) -> None:
         self.instruction = conversions.take_instruction(msg.data, self.instruction,
