@@ -68,7 +68,8 @@ def read_config(path: Path) -> dict:
     `<node>: ros__parameters: {...}` sections (namespaces may nest them); a list mixing
     types (rcl cannot read it; in any section); no section for camera_ingest or inference
     (nor a `/**` one); in theirs, a parameter the node does not have or a bad value
-    (parameter_value). Other nodes' sections pass, and so do parameters of other nodes
+    (parameter_value; every such problem, one per line when there are several). Other
+    nodes' sections pass, and so do parameters of other nodes
     in `/**`; a section or `/**` parameter named near one of ours (a typo?) is a warning,
     printed on stderr."""
     try:
@@ -87,21 +88,24 @@ def read_config(path: Path) -> dict:
                          f"('inference: ros__parameters: ...'), not {type(document).__name__}")
     node_specs = {node: specs() for node, specs in NODE_SPECS.items()}
     everything = set().union(*node_specs.values())
-    ours = 0
+    ours, problems = 0, []
     for node, section in node_sections(path, document):
         wildcard = node in ("*", "**")
-        for name, value in section.items():
-            if isinstance(value, list) and len({type(v) for v in value}) > 1:
-                raise ValueError(f"config file {path}: {node}: {name}: {value} mixes types, "
-                                 f"which rcl cannot read ({_unmixed(value)})")
-        if not wildcard and node not in NODE_SPECS:
+        theirs = not wildcard and node not in NODE_SPECS
+        if theirs:
             typo = _nearest(node, NODE_SPECS, cutoff=TYPO)
             if typo:
                 warn(f"config file {path}: section {node!r} reaches no node oxygen_ros "
                       f"starts{typo}")
-            continue      # another node's parameters (a camera driver's), in a robot-wide file
-        ours += 1
+        else:
+            ours += 1
         for name, value in section.items():
+            if isinstance(value, list) and len({type(v) for v in value}) > 1:
+                problems.append(f"{node}: {name}: {value} mixes types, which rcl cannot read "
+                                f"({_unmixed(value)})")
+                continue
+            if theirs:
+                continue  # another node's parameters (a camera driver's), in a robot-wide file
             nodes = [n for n in node_specs if name in node_specs[n] or name in
                      ROS_OWN_BOOLEANS] if wildcard else [node]
             if wildcard and not nodes and not _ros_own(name):
@@ -109,11 +113,18 @@ def read_config(path: Path) -> dict:
                 if typo:
                     warn(f"config file {path}: {node}: {name!r} is no parameter of "
                           f"camera_ingest or inference{typo}")
-            try:
-                for each in nodes:
+            for each in nodes:
+                try:
                     parameter_value(each, name, value)
-            except ValueError as error:
-                raise ValueError(f"config file {path}: {error}") from None
+                except ValueError as error:
+                    text = str(error)
+                    problems.append(text if text.startswith(each) else f"{each}: {text}")
+                    break
+    if len(problems) == 1:
+        raise ValueError(f"config file {path}: {problems[0]}")
+    if problems:
+        raise ValueError(f"config file {path} has {len(problems)} problems:\n"
+                         + "\n".join(f"  {problem}" for problem in problems))
     if not ours:
         raise ValueError(f"config file {path} sets no parameter of camera_ingest or inference "
                          "(no 'camera_ingest:' or 'inference:' section)")
