@@ -19,8 +19,8 @@ class Health:
     """Level ("OK", "WARN" or "ERROR") and message per diagnostics period; a problem
     (deadline miss, bad input, an answer the KV pool cut) warns in the period it was
     counted in, naming each kind and how many (also in the ERROR of a robot without fresh
-    observations, where they may say why: bad input that dropped them), a failed engine frame (the model
-    raised) is an ERROR with its error text in that period."""
+    observations, where they may say why: bad input that dropped them), a failed engine
+    frame (the model raised) is an ERROR with its error text in that period."""
 
     def __init__(self):
         self._reported_problems: Counter = Counter()
