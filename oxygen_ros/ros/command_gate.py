@@ -17,6 +17,11 @@ class Tick:
     non_finite: bool = False               # the command held NaN or inf and was skipped
 
 
+WAITING = "waiting"     # for the first fresh observation since activation
+ACTING = "acting"
+STOPPED = "stopped"     # by the watchdog, until a fresh observation resumes the actions
+
+
 class CommandGate:
     """Between the newest chunk and the robot: per control tick, the command that goes out.
 
@@ -27,15 +32,19 @@ class CommandGate:
         self.lower = np.asarray(lower, dtype=np.float64)
         self.upper = np.asarray(upper, dtype=np.float64)
         self.watchdog_s, self.hold, self.counters = watchdog_s, hold, counters
-        self.stale = True                   # until the first fresh observation
-        self.tripped = False                # the watchdog stopped actions since they started
+        self.state = WAITING
         self.last_command: Optional[np.ndarray] = None
 
     def restart(self) -> None:
         """Activated or deactivated: wait for a fresh observation, and hold nothing from
         before (the robot may have been moved meanwhile)."""
-        self.stale, self.tripped = True, False
+        self.state = WAITING
         self.last_command = None
+
+    @property
+    def stale(self) -> bool:
+        """No fresh observation lets the robot act."""
+        return self.state != ACTING
 
     def fresh(self, age_s: Optional[float]) -> bool:
         """An observation age_s old (None: none yet) is recent enough to act on."""
@@ -48,13 +57,13 @@ class CommandGate:
              action_at: Callable[[], Optional[tuple]]) -> Tick:
         """One control tick; action_at() gives (command, steps past the chunk's end) or None."""
         if not self.fresh(age_s):
-            tripped = not self.stale
+            tripped = self.state == ACTING
             if tripped:
-                self.stale = self.tripped = True
+                self.state = STOPPED
                 self.counters["watchdog_trips"] += 1
             return Tick(self.last_command if self.hold else None, tripped=tripped)
-        tick = Tick(resumed=self.stale, after_trip=self.tripped)
-        self.stale = self.tripped = False
+        tick = Tick(resumed=self.state != ACTING, after_trip=self.state == STOPPED)
+        self.state = ACTING
         result = action_at()
         if result is None:       # no plan: a stop cleared it, or no chunk came yet
             if self.hold and self.last_command is not None:
