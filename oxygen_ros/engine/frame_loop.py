@@ -1,6 +1,8 @@
 """FrameLoop: what the engine thread does next — a frame for the robots whose newer
-observation is due, language alone while observations are absent, or a wait. The inference
-node runs it on the wall clock; tests run the same decisions on a manual clock.
+observation is due, language alone while observations are absent or a robot's frame is
+skipped (none newer than its plan's half a period after it was due: a camera slower than
+the frame period, or paused), or a wait. The inference node runs it on the wall clock;
+tests run the same decisions on a manual clock.
 
 With several robots, frames go earliest deadline first: the robot whose plan in force needs
 a successor soonest (its next_frame_at) is served first, and every other robot with a newer
@@ -44,7 +46,12 @@ class FrameLoop:
             waits = [due[name] - now for name in due if due[name] > now]
             if len(waits) == len(due) == len(newest):   # every robot waits for its due time
                 return min(waits)
-            return min([self.poll_s, *waits])          # a robot's observation may come
+            wait = min([self.poll_s, *waits])          # a robot's observation may come
+            half = 0.5 * (engine.config.frame_period_s or 0.0)
+            if half and any(due[name] <= now - half for name in due):   # a skipped frame
+                return self._idle(now, until=min([now + half, *(now + w for w in waits)]),
+                                  otherwise=wait)
+            return wait
         window = engine.robot_of(ready[0].robot).timing.action_path_p95()
         joining = sorted((o for o in fresh if now < due[o.robot] <= now + window),
                          key=lambda o: due[o.robot])
@@ -54,13 +61,18 @@ class FrameLoop:
         engine.serve(served, frame_start=now)
         return 0.0
 
-    def _idle(self, now: float) -> float:
-        """Idle frames at most once per frame period, only while language has work."""
+    def _idle(self, now: float, until: Optional[float] = None,
+              otherwise: Optional[float] = None) -> float:
+        """Idle frames (language until `until`, default a frame period on) at most once
+        per frame period, only while language has work; else a wait (`otherwise`, default
+        poll_s, or until the next idle frame)."""
+        wait = self.poll_s if otherwise is None else otherwise
         if not self.engine.has_language_work():
-            return self.poll_s
+            return wait
         if now < self.next_idle_at:
-            return min(self.poll_s, self.next_idle_at - now)
+            return min(wait, self.next_idle_at - now)
         period = self.engine.config.frame_period_s
         self.next_idle_at = now + (period or 0.0)
-        self.engine.idle_step(until=now + period if period else None)
+        self.engine.idle_step(until=until if until is not None
+                              else now + period if period else None)
         return 0.0

@@ -154,9 +154,13 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
     def language_until(self, served: Sequence[Served], start: float,
                        actions_done: float) -> float:
         """The served robots' language end (FrameTiming), and no later than the next frame
-        of any other robot whose plan is in force."""
+        of any other robot whose plan is in force, or the end of the language floor where
+        that frame was due already (it waits for a newer observation, which may not come
+        for a while: a slow or paused camera)."""
         until = min(share.robot.timing.language_until(start, actions_done) for share in served)
-        others = [robot.next_frame_at for robot in self.robots.values()
+        floor_end = actions_done + min(share.robot.timing.floor_s for share in served)
+        others = [max(robot.next_frame_at, floor_end) if robot.next_frame_at <= start
+                  else robot.next_frame_at for robot in self.robots.values()
                   if robot.timing.plan_stamp is not None and robot.next_frame_at is not None
                   and all(robot is not share.robot for share in served)]
         return min([until, *others])

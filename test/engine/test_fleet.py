@@ -343,6 +343,30 @@ def test_a_silent_robot_leaves_the_others_running(tiny_model):
     assert a_chunks[-1].stamp - start >= 1.7
 
 
+def test_a_robots_paused_camera_does_not_slow_another_robots_answer(tiny_model):
+    """b's camera pauses for less than the watchdog (its plan stays in force, its frames wait
+    for a newer observation): a's answer decodes as fast as when b's camera is gone."""
+    tokens = {}
+    for b_camera in ("paused", "gone"):
+        engine, clock, _ = fleet(tiny_model, ["a", "b"], dialogue_max_tokens=1000,
+                                 tokens_per_frame=20, max_tokens_per_frame=40)
+        loop, start = FrameLoop(engine), clock.now()
+        feeds = {"a": observations("a", 0), "b": observations("b", 1)}
+        engine.submit_dialogue("describe it", robot="a")
+        while clock.now() < start + 1.0:
+            now = clock.now() - start
+            newest = {robot: [o for o in feed if o.stamp <= now][-1]
+                      for robot, feed in feeds.items()}
+            if now > 0.2:
+                newest["b"] = ([o for o in feeds["b"] if o.stamp <= 0.2][-1]
+                               if b_camera == "paused" else None)
+            clock.advance(loop.run_robots({robot: dataclasses.replace(o, stamp=start + o.stamp)
+                                           if o is not None else None
+                                           for robot, o in newest.items()}))
+        tokens[b_camera] = engine.counters["tokens"]
+    assert tokens["paused"] >= 0.8 * tokens["gone"], tokens
+
+
 def request(request_id, robot):
     return LanguageRequest(id=request_id, kind="dialogue", priority=2, prompt=[1, 2],
                            max_tokens=4, arrival=float(request_id), stream=ByteTokenizer().stream(),

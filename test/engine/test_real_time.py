@@ -2,12 +2,14 @@
 the plan in force never runs out while the machine can feed it, language keeps its floor
 and every request ends, and where the plan cannot be fed the held fraction is predicted."""
 
+import dataclasses
 from collections import Counter
 
 import pytest
 from engine_helpers import Events, TimedModel, config, simulate, stream
 
 from oxygen_ros.engine.clock import ManualClock
+from oxygen_ros.engine.frame_loop import FrameLoop
 from oxygen_ros.engine.oxygen import OxygenEngine
 
 TARGET = 0.1
@@ -99,6 +101,40 @@ def test_requests_attach_to_the_newest_prefix_while_observations_are_absent(tiny
     first = run.chunks[0].stamp    # no chunk without observations (camera stops at 1.0 s)
     assert all(c.stamp - first < 1.0 for c in run.chunks)
     assert all(arrival - first < 1.6 for arrival in run.arrivals)
+
+
+def test_language_keeps_its_rate_with_a_camera_slower_than_the_frame_period(tiny_model):
+    """A 5 Hz camera against 0.1 s frames skips every other frame: an idle frame stands in
+    for each, so language decodes at the frame period's rate, not the camera's, and the
+    plan in force still never runs out."""
+    tokens = {}
+    for camera_hz in (30.0, 5.0):
+        engine, clock = engine_with_costs(tiny_model, 0.5 * TARGET, memory_period_s=0.0,
+                                          dialogue_max_tokens=1000)
+        run = simulate(engine, clock, duration=3.0, camera_hz=camera_hz,
+                       arrivals={0.0: ["describe the table"]})
+        assert engine.counters["deadline_misses"] == 0 and run.held == 0, camera_hz
+        tokens[camera_hz] = engine.counters["tokens"]
+    assert tokens[5.0] >= 0.8 * tokens[30.0], tokens
+
+
+def test_language_goes_on_while_a_paused_camera_leaves_the_same_observation(tiny_model):
+    """A camera pausing for less than the watchdog: the node hands the engine the same
+    fresh observation, none newer than the plan's; language decodes as it does while
+    observations are absent."""
+    engine, clock = engine_with_costs(tiny_model, 0.5 * TARGET, memory_period_s=0.0,
+                                      dialogue_max_tokens=1000)
+    loop = FrameLoop(engine)
+    observation = dataclasses.replace(stream(1)[0], stamp=clock.now())
+    clock.advance(loop.run_robots({"": observation}))
+    engine.submit_dialogue("describe the table")
+    tokens = {}
+    for phase, newest in (("paused", observation), ("absent", None)):
+        start, before = clock.now(), engine.counters["tokens"]
+        while clock.now() < start + 0.5:
+            clock.advance(loop.run_robots({"": newest}))
+        tokens[phase] = engine.counters["tokens"] - before
+    assert tokens["absent"] > 0 and tokens["paused"] >= 0.8 * tokens["absent"], tokens
 
 
 def test_without_any_observation_requests_wait_then_time_out_with_the_reason(tiny_model):
