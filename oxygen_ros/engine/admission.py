@@ -66,7 +66,7 @@ class RunTimeAdmission:
         are shed. Else the first refused robot — shed, or refused at start-up — is served
         once, for READMIT_AFTER frames in a row (x 2 for each time it was shed, at most
         x 8), every running robot's paths since the last change, scaled by the calibrated
-        action path of one robot more, have kept it at its targets."""
+        action path of every served robot and one more, have kept it at its targets."""
         if not self.config.admission:
             return
         running = [robot for robot in self.robots.values()
@@ -87,7 +87,10 @@ class RunTimeAdmission:
         refused = [robot for robot in self.robots.values() if robot.refused]
         if not refused or not running or min(new.values()) < SHED_AFTER:
             return
-        now, more = self.calibrated(len(running)), self.calibrated(len(running) + 1)
+        # scaled to every served robot and one more: a served robot's camera that is off
+        # now (no plan in force) may come back
+        served = sum(not robot.refused for robot in self.robots.values())
+        now, more = self.calibrated(len(running)), self.calibrated(served + 1)
         if not now or not more:
             return
         predicted = {robot.name: [seconds * more / now for seconds in
@@ -125,7 +128,8 @@ class RunTimeAdmission:
 
     def shed(self, robot: Robot, running: int, judged: str, capacity, kept: int) -> None:
         """Stop serving `robot`: its requests end robot_refused (a memory window in flight
-        is abandoned), its newest prefix is unpinned; its reason says with what numbers."""
+        is abandoned; the next starts when it is served again), its newest prefix is
+        unpinned; its reason says with what numbers."""
         robot.refused = (f"shed at run time: with {running} robots running, robot "
                          f"{judged}'s plan could not be kept fed "
                          f"({capacity.describe()}); {kept} of the {running} running are kept")
@@ -134,4 +138,5 @@ class RunTimeAdmission:
         for request in (*self.scheduler.running, *self.scheduler.waiting):
             if request.robot == robot.name:
                 self._finish(request, "robot_refused")
+        robot.memory.restart()
         self.release_newest(robot)

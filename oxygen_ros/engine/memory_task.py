@@ -66,6 +66,10 @@ class MemoryTask:
         self.window_start, self.first_frame = stamp, frame_id + 1
         return self.in_flight
 
+    def restart(self) -> None:
+        """A break in the robot's frames (shed): the next frame starts a new window."""
+        self.window_start, self.newest = None, None
+
     def abandon(self) -> None:
         """The summary in flight ended without text (timeout): the next window starts one."""
         self.in_flight = None

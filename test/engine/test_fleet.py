@@ -41,10 +41,10 @@ def observations(robot, seed, offset=0.0, count=200, period=1 / 30):
             for i, o in enumerate(stream(count, seed=seed, period=period))]
 
 
-def drive(engine, clock, feeds, duration, questions=(), stale_s=0.25):
-    """Run the FrameLoop over each robot's camera stream (robot -> observations, each
-    available from its stamp on, none once the newest is stale_s old: the node's watchdog)
-    for `duration` seconds; returns the robots of each frame."""
+def drive(engine, clock, feeds, duration, questions=(), stale_s=0.25, loop=None):
+    """Run the FrameLoop (`loop`, else a new one) over each robot's camera stream (robot ->
+    observations, each available from its stamp on, none once the newest is stale_s old:
+    the node's watchdog) for `duration` seconds; returns the robots of each frame."""
     frames = []
     serve = engine.serve
 
@@ -52,7 +52,7 @@ def drive(engine, clock, feeds, duration, questions=(), stale_s=0.25):
         frames.append([o.robot for o in observations])
         return serve(observations, frame_start)
     engine.serve = recorded
-    loop = FrameLoop(engine)
+    loop = loop or FrameLoop(engine)
     start, pending = clock.now(), sorted(questions)
     while clock.now() < start + duration:
         now = clock.now() - start
@@ -234,6 +234,7 @@ def test_a_machine_that_slows_at_run_time_sheds_the_last_robot_and_takes_it_back
     # plans (230 ms a frame) cannot be kept fed in a 0.4 s horizon, 2 robots' (140 ms) can
     load = [1.0]
     engine, clock, _ = fleet(tiny_model, ["a", "b", "c"], dialogue_max_tokens=400,
+                             memory_period_s=1.0,
                              actions=lambda batch: load[0] * (0.01 + 0.02 * (batch - 1)))
     assert not any(robot.refused for robot in engine.robots.values())
     events = Events(engine)
@@ -250,8 +251,8 @@ def test_a_machine_that_slows_at_run_time_sheds_the_last_robot_and_takes_it_back
     assert "could not be kept fed" in reason and "2 of the 3 running are kept" in reason
     assert not engine.robots["a"].refused and not engine.robots["b"].refused
     assert engine.counters["robots_shed"] == 1 and engine.robots["c"].times_shed == 1
-    assert [(t.robot, t.finish_reason) for t in events.texts if t.final] == [
-        ("c", "robot_refused")]
+    assert [(t.robot, t.finish_reason) for t in events.texts
+            if t.final and t.kind == "dialogue"] == [("c", "robot_refused")]
     assert engine.robots["c"].newest is None        # its prefix pages are back in the pool
     assert engine.pages_in_use() == sum(
         len(engine.robots[r].newest[0].pages) for r in "ab") + sum(
@@ -277,6 +278,37 @@ def test_a_machine_that_slows_at_run_time_sheds_the_last_robot_and_takes_it_back
     returned = robots.index("c")
     assert 2 * READMIT_AFTER <= robots[:returned].count("a") <= 2 * READMIT_AFTER + 32
     assert robots[returned:].count("c") >= 8
+    # c's memory starts again where its frames do: no window spans the time it was shed
+    back_at = next(c.stamp for c in events.chunks if c.stamp >= calm_at and c.robot == "c")
+    windows = [(s.window_start, s.window_end) for s in events.summaries if s.robot == "c"]
+    assert windows and all(end <= shed_at or start >= back_at for start, end in windows), (
+        windows, shed_at, back_at)
+
+
+def test_a_shed_robot_is_not_taken_back_on_the_room_a_served_robots_silent_camera_left(
+        tiny_model):
+    # loaded 4x: 2 robots' plans (140 ms a frame) are kept fed, 3 robots' (230 ms) are not;
+    # c is shed, then b's camera goes quiet: a alone leaves room for a second robot, but b
+    # is still served and comes back, so c must wait for room for three
+    load = [1.0]
+    engine, clock, _ = fleet(tiny_model, ["a", "b", "c"],
+                             actions=lambda batch: load[0] * (0.01 + 0.02 * (batch - 1)))
+
+    def feeds(seconds, robots="abc"):
+        return {r: observations(r, i, count=int(seconds * 30) + 30)
+                for i, r in enumerate("abc") if r in robots}
+    loop = FrameLoop(engine)
+    drive(engine, clock, feeds(1.0), duration=1.0, loop=loop)
+    load[0] = 4.0
+    drive(engine, clock, feeds(2.0), duration=2.0, loop=loop)
+    assert engine.robots["c"].refused and engine.counters["robots_shed"] == 1
+    drive(engine, clock, feeds(30.0, robots="a") | {"b": [], "c": []}, duration=30.0,
+          loop=loop)
+    assert engine.robots["b"].timing.plan_stamp is None          # b's actions stopped
+    assert engine.robots["c"].refused and engine.counters["robots_readmitted"] == 0
+    misses = engine.counters["deadline_misses"]
+    drive(engine, clock, feeds(3.0), duration=3.0, loop=loop)    # b's camera is back
+    assert engine.counters["robots_shed"] == 1 and engine.counters["deadline_misses"] == misses
 
 
 def test_a_load_that_only_one_robot_survives_sheds_the_other_three_at_once(tiny_model):
