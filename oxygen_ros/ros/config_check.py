@@ -38,6 +38,10 @@ def parameter_value(node: str, name: str, value):
                              "it on every node as a bool)")
         return value
     if name not in node_specs:
+        owner = next((other for other in NODE_SPECS if name in NODE_SPECS[other]()), None)
+        if owner is not None:
+            raise ValueError(f"{node} has no parameter {name!r}: it is {owner}'s (put it in "
+                             f"{owner}'s section, or -p {owner}:{name}:=...)")
         known = list(node_specs) + list(ROS_OWN_BOOLEANS)
         raise ValueError(f"{node} has no parameter {name!r}{_nearest(name, known)} "
                          "(docs/parameters.md lists them)")

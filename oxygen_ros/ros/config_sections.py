@@ -36,8 +36,9 @@ def reaches(section: str, *names: str) -> bool:
 
 
 def node_sections(path: Path, document: dict, within: str = "", full_names: bool = False):
-    """(node name, its ros__parameters) for each node section, through namespace levels;
-    with full_names, the name with its namespaces ('/alpha/inference')."""
+    """(node name, its ros__parameters) for each node section, through namespace levels
+    (and nodes nested beside a ros__parameters, as rcl reads them); with full_names, the
+    name with its namespaces ('/alpha/inference')."""
     for key, value in document.items():
         name = f"{within}/{str(key).strip('/')}"
         if not isinstance(value, dict) or ("ros__parameters" not in value and not all(
@@ -50,6 +51,14 @@ def node_sections(path: Path, document: dict, within: str = "", full_names: bool
             if not isinstance(parameters, dict):
                 raise ValueError(f"config file {path}: {name.lstrip('/')}'s ros__parameters "
                                  "must map parameter names to values")
+            loose = next((key for key, inner in value.items()
+                          if key != "ros__parameters" and not isinstance(inner, dict)), None)
+            if loose is not None:
+                raise ValueError(f"config file {path}: section {name.lstrip('/')!r} has "
+                                 f"{loose!r} beside its ros__parameters, which rcl refuses "
+                                 f"(indent it under ros__parameters:)")
             yield name if full_names else name.rsplit("/", 1)[-1], parameters
+            nested = {key: inner for key, inner in value.items() if key != "ros__parameters"}
+            yield from node_sections(path, nested, name, full_names)
         else:
             yield from node_sections(path, value, name, full_names)

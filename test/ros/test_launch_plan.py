@@ -107,10 +107,16 @@ BAD_CONFIGS = [  # (YAML text, what the one-line refusal says)
     ("- inference\n", "must map node names to their parameters"),
     ("inference:\n  preset: tiny\n", "section 'inference' needs 'ros__parameters:'"),
     ("inference:\n  ros__parameters: [1]\n", "inference's ros__parameters must map"),
+    ("inference:\n  ros__parameters:\n    preset: tiny\n  control_rate_hz: 60\n",
+     "section 'inference' has 'control_rate_hz' beside its ros__parameters, which rcl refuses "
+     "(indent it under ros__parameters:)"),
+    ("inference:\n  robots: [a, b]\n  ros__parameters:\n    preset: tiny\n",
+     "section 'inference' has 'robots' beside its ros__parameters"),
     ("inference:\n  ros__parameters:\n    frame_perod_s: 0.1\n",
      "inference has no parameter 'frame_perod_s'; did you mean 'frame_period_s'?"),
     ("camera_ingest:\n  ros__parameters:\n    preset: tiny\n",
-     "camera_ingest has no parameter 'preset'"),
+     "camera_ingest has no parameter 'preset': it is inference's (put it in inference's "
+     "section, or -p inference:preset:=...)"),
     ("inference:\n  ros__parameters:\n    dry_run: 'false'\n",
      "dry_run must be true or false, not 'false'"),
     ("inference:\n  ros__parameters:\n    control_rate_hz: 2000\n",
