@@ -114,6 +114,11 @@ def test_replay_refuses_offsets_past_the_end_and_looping_a_zero_length_bag(tmp_p
         writer.write(connection, 10**9, TYPESTORE.serialize_cdr(message, "std_msgs/msg/String"))
     looped = run_cli("replay", str(tmp_path / "instant"), "--loop")
     assert looped.returncode == 2 and "cannot loop" in looped.stderr
+    with Writer(tmp_path / "silent", version=8) as writer:     # a topic, no message on it
+        writer.add_connection("/oxygen/instruction", "std_msgs/msg/String", typestore=TYPESTORE)
+    silent = run_cli("replay", str(tmp_path / "silent"))
+    assert silent.returncode == 2 and silent.stderr == (
+        f"oxygen-ros replay: {tmp_path / 'silent'} holds no messages\n"), silent.stderr
 
 
 def test_replay_warns_that_another_rate_on_clock_outpaces_the_engines_schedule(tmp_path):

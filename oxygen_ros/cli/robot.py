@@ -160,6 +160,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             if missing:
                 print(f"no subscriber yet on {missing}; replaying anyway", flush=True)
         stop.wait(args.delay)  # let subscribers discover the publishers
+        for mismatch in replayer.type_mismatches():
+            print(f"oxygen-ros replay: warning: {mismatch}", file=sys.stderr, flush=True)
         if args.start_on_stdin:
             print(READY_LINE, flush=True)
             _wait_for_a_line(stop)

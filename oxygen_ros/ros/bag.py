@@ -208,7 +208,11 @@ class BagReplayer:
                 raise MissingTopics(option, self.path, missing, recorded)
         if not recorded:
             raise ValueError(f"{self.path} has no topics")
-        return [c for c in self._reader.connections if topics is None or c.topic in topics]
+        chosen = [c for c in self._reader.connections if topics is None or c.topic in topics]
+        if not sum(c.msgcount for c in chosen):
+            raise ValueError(f"{self.path} holds no messages"
+                             + (f" on {', '.join(sorted(topics))}" if topics else ""))
+        return chosen
 
     def _installed(self, topics: Optional[Sequence[str]]) -> list[str]:
         """Keep the connections whose message types are installed here; the others are
@@ -238,6 +242,18 @@ class BagReplayer:
                              if pub.get_subscription_count() == 0)
             if not missing or time.monotonic() >= deadline or stop.wait(0.05):
                 return missing
+
+    def type_mismatches(self) -> list[str]:
+        """Each replayed topic whose subscribers (as the ROS graph knows them now) take
+        another message type than the bag's: DDS matches none of them, so none hears it."""
+        found = []
+        for topic, msgtype in self._publishers:
+            types = sorted({info.topic_type for info in
+                            self.node.get_subscriptions_info_by_topic(topic)} - {msgtype})
+            if types:
+                found.append(f"{topic}: the bag holds {msgtype}, its subscribers take "
+                             f"{' and '.join(types)}: none of them hears it")
+        return found
 
     @property
     def duration_ns(self) -> int:

@@ -6,8 +6,10 @@ import time
 
 import numpy as np
 import pytest
+import rclpy
 from graph_helpers import executable, write_params
 from oxygen_ros.msg import Observation
+from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
@@ -100,6 +102,26 @@ class Listener:
         for _ in range(20):
             self.executor.spin_once(timeout_sec=0.01)
         return time.monotonic() - started
+
+
+def test_a_subscriber_of_another_type_than_the_bags_is_named(bag, rclpy_context, ros_domain):
+    """DDS matches no subscriber of another type: the replay says which topic and types
+    (an Image bag played to a CompressedImage subscriber, say), not just that none hears."""
+    other = Context()     # another participant, as another process (one holds a topic's type)
+    rclpy.init(context=other, domain_id=ros_domain)
+    try:
+        listener = Node("other_type", context=other)
+        listener.create_subscription(String, "/joint_states", lambda m: None, qos.SENSOR)
+        replayer = BagReplayer(Node("replayer", context=rclpy_context), bag,
+                               topics=["/joint_states", "/oxygen/instruction"])
+        deadline = time.monotonic() + 30
+        while not replayer.type_mismatches() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert replayer.type_mismatches() == [
+            "/joint_states: the bag holds sensor_msgs/msg/JointState, its subscribers take "
+            "std_msgs/msg/String: none of them hears it"]
+    finally:
+        rclpy.shutdown(context=other)
 
 
 def test_replay_keeps_the_recorded_schedule_scaled_by_rate(bag, rclpy_context):
