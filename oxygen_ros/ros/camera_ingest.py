@@ -19,8 +19,8 @@ from std_msgs.msg import String
 
 from oxygen_ros.msg import Observation
 from oxygen_ros.ros import diagnostics, qos, ros_parameters
-from oxygen_ros.ros.conversions import (joint_state_problem, stale_stamp_text, stamp_ns,
-                                        take_instruction)
+from oxygen_ros.ros.conversions import (future_stamp_text, joint_state_problem,
+                                        stale_stamp_text, stamp_ns, take_instruction)
 from oxygen_ros.ros.config_check import check_topics
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
@@ -195,9 +195,10 @@ class CameraIngest(Node):
                                    f"{self.max_age_ns / NS:g}: dropped)", topic)
             return False
         if stamp > now + self.max_age_ns:
-            self._problem("future", f"{topic}: stamp {(stamp - now) / NS:.3f} s ahead of this "
-                                    f"node's clock, over max_age_s {self.max_age_ns / NS:g} "
-                                    "(dropped)", topic)
+            text = future_stamp_text((stamp - now) / NS, now,
+                                     self.get_parameter("use_sim_time").value)
+            self._problem("future", f"{topic}: {text}, over max_age_s "
+                                    f"{self.max_age_ns / NS:g} (dropped)", topic)
             return False
         return True
 

@@ -46,6 +46,15 @@ def stale_stamp_text(age_s: float, stamp: int, sim_time: bool) -> str:
             "or with oxygen-ros replay --restamp")
 
 
+def future_stamp_text(ahead_s: float, now: int, sim_time: bool) -> str:
+    """How far ahead of the node's clock (`now`, nanoseconds) a dropped message's stamp is,
+    for its log line; on /clock before it ticked, that there is no time yet."""
+    if sim_time and now == 0:
+        return ("stamped before this node heard /clock (use_sim_time: the clock is zero until "
+                "it ticks; messages are taken once it does)")
+    return f"stamp {ahead_s:.3f} s ahead of this node's clock"
+
+
 def time_from_ns(nanoseconds: int) -> Time:
     sec, nanosec = divmod(int(nanoseconds), NS)
     return Time(sec=sec, nanosec=nanosec)

@@ -173,10 +173,12 @@ class RobotPort:
         every problem counted, when it cannot be used."""
         stamp_ns = conversions.stamp_ns(msg.header.stamp)
         stamp = stamp_ns * 1e-9
-        now = self.node.get_clock().now().nanoseconds * 1e-9
+        now_ns = self.node.get_clock().now().nanoseconds
+        now = now_ns * 1e-9
         age_limit = max(1.0, self.watchdog_s)
         if stamp > now + age_limit:
-            self.bad_input("future_stamp", f"observation stamped {stamp - now:.2f} s ahead")
+            self.bad_input("future_stamp", "observation " + conversions.future_stamp_text(
+                stamp - now, now_ns, self.node.get_parameter("use_sim_time").value))
             return None
         if stamp < now - age_limit:
             self.bad_input("stale_stamp", "observation " + conversions.stale_stamp_text(

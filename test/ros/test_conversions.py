@@ -102,3 +102,13 @@ def test_a_stale_stamp_is_explained_by_what_most_likely_made_it():
     assert text(3 * 86400.0, 10**18, False).startswith("stamp 259200 s (3.0 days) old")
     on_clock = text(100.0, 10**18, True)
     assert "--restamp" not in on_clock and "/clock runs ahead of these stamps" in on_clock
+
+
+def test_a_future_stamp_says_how_far_ahead_or_that_no_clock_came_yet():
+    """On sim time before /clock ticked, every stamp is 'ahead' of zero: the line says the
+    clock has not come, not that a bag is 1.7e9 s in the future."""
+    text = conversions.future_stamp_text
+    assert text(100.0, 10**18, False) == "stamp 100.000 s ahead of this node's clock"
+    assert text(1.7e9, 10**18, True) == "stamp 1700000000.000 s ahead of this node's clock"
+    assert text(1.7e9, 0, True).startswith("stamped before this node heard /clock")
+    assert text(1.7e9, 0, False) == "stamp 1700000000.000 s ahead of this node's clock"
