@@ -209,7 +209,12 @@ class InferenceNode(LifecycleNode):
     def wake_engine(self) -> None:
         self._wake.set()
 
-    def wind_down(self) -> int:   # a stop signal: see run_node and DialogueRouter
+    def wind_down(self) -> int:
+        """A stop signal (see run_node and DialogueRouter): commands stop now (the cameras
+        stop with us: the watchdog would report the stop as an error), open goals end."""
+        for port in self.ports.values():
+            if port.control is not None and self._active:
+                port.set_active(False)
         return sum(port.dialogue.wind_down() for port in self.ports.values() if port.dialogue)
 
     def winding_down(self) -> bool:
