@@ -148,7 +148,9 @@ def observation_from_msg(msg, camera_names: Sequence[str], joint_names: Sequence
         return decoded(None)
     if len(images) < len(camera_names):
         found("missing_camera", "no image from "
-              + ", ".join(repr(n) for n in camera_names if n not in images))
+              + ", ".join(repr(n) for n in camera_names if n not in images)
+              + " (camera_ingest had none within sync_slop_s of the first camera's, or the "
+              "camera is silent)")
 
     names = list(msg.state.name)
     if len(msg.state.position) != len(names) or len(set(names)) != len(names):

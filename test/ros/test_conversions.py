@@ -64,7 +64,9 @@ def test_unusable_cameras_are_dropped_and_named():
     assert decoded.problems == ["unknown_camera", "missing_camera"]
     assert decoded.details == {
         "unknown_camera": f"camera 'top' is not one of {list(CAMERAS)}",
-        "missing_camera": "no image from " + ", ".join(repr(c) for c in CAMERAS[1:])}
+        "missing_camera": "no image from " + ", ".join(repr(c) for c in CAMERAS[1:])
+                          + " (camera_ingest had none within sync_slop_s of the first "
+                          "camera's, or the camera is silent)"}
     bad = conversions.observation_from_msg(message(encoding="bayer_rggb8"), CAMERAS, JOINTS, "")
     # each kind once per message, however many cameras had it
     assert bad.observation is None and bad.problems == ["bad_image", "no_usable_camera"]
