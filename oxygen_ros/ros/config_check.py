@@ -74,8 +74,8 @@ def read_config(path: Path) -> dict:
     (nor a `/**` one); in theirs, a parameter the node does not have or a bad value
     (parameter_value; every such problem, one per line when there are several). Other
     nodes' sections pass, and so do parameters of other nodes
-    in `/**`; a section or `/**` parameter named near one of ours (a typo?) is a warning,
-    printed on stderr."""
+    in `/**`; a section or `/**` parameter named near one of ours (a typo?) and a key given
+    twice in one mapping are warnings, printed on stderr."""
     try:
         document = rcl_yaml.load(path.read_text())
     except yaml.YAMLError as error:
@@ -87,6 +87,9 @@ def read_config(path: Path) -> dict:
         raise ValueError(f"config file {path} is not text") from None
     if document is None:
         raise ValueError(f"config file {path} is empty")
+    for key, first, last in rcl_yaml.repeated_keys(path.read_text()):
+        warn(f"config file {path}: {key!r} is given twice (lines {first} and {last}): the "
+             "last one is used")
     if not isinstance(document, dict):
         raise ValueError(f"config file {path} must map node names to their parameters "
                          f"('inference: ros__parameters: ...'), not {type(document).__name__}")

@@ -76,6 +76,28 @@ def load(text: str):
     return yaml.load(text, Loader=_Loader)
 
 
+def repeated_keys(text: str) -> list[tuple[str, int, int]]:
+    """Each key a mapping of the document gives twice, as (key, first line, last line):
+    rcl, like this module, takes the last value without a word."""
+    found = []
+
+    def walk(node) -> None:
+        if isinstance(node, yaml.MappingNode):
+            lines: dict = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in lines:
+                        found.append((key.value, lines[key.value], key.start_mark.line + 1))
+                    else:
+                        lines[key.value] = key.start_mark.line + 1
+                walk(value)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                walk(item)
+    walk(yaml.compose(text, Loader=_Loader))
+    return found
+
+
 class _Dumper(yaml.SafeDumper):
     """Strings quoted, so rcl reads each back as the string it is (`Y` is no bool)."""
 

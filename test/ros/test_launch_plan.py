@@ -212,6 +212,19 @@ def test_a_section_or_wildcard_parameter_near_one_of_ours_is_warned_of(tmp_path,
         "'tokens_per_frame'?" in warned
 
 
+def test_a_key_given_twice_is_warned_of_and_the_last_one_is_used(tmp_path, capsys):
+    """rcl takes the last of two values of one key without a word: a pasted line changes a
+    value silently, so the check names it."""
+    config = tmp_path / "twice.yaml"
+    config.write_text("inference:\n  ros__parameters:\n    preset: tiny\n"
+                      "    frame_period_s: 0.2\n    frame_period_s: 0.3\n")
+    launch_plan.config_file({"config_file": str(config)}, CONFIG)
+    assert capsys.readouterr().err == (f"warning: config file {config}: 'frame_period_s' is "
+                                       "given twice (lines 4 and 5): the last one is used\n")
+    assert config_check.planned_values(config, rcl_yaml.load(config.read_text()), "inference",
+                                       "/inference")["frame_period_s"] == 0.3
+
+
 def test_every_shipped_config_passes_the_check():
     for name in set(launch_plan.PRESET_CONFIGS.values()):
         config_check.read_config(CONFIG / name)
