@@ -1,9 +1,7 @@
 """DialogueTask: a text request (any time) becomes a LanguageRequest whose tokens stream out."""
 
-import torch
-
 from oxygen_ros.engine.config import EngineConfig
-from oxygen_ros.engine.request import LanguageRequest
+from oxygen_ros.engine.request import LanguageRequest, sampling_generator
 from oxygen_ros.model.prompt import fit_text
 
 DIALOGUE_PRIORITY = 2
@@ -21,7 +19,7 @@ class DialogueTask:
             id=request_id, kind="dialogue", priority=DIALOGUE_PRIORITY, prompt=prompt,
             max_tokens=max_tokens or self.config.dialogue_max_tokens, arrival=now,
             stream=self.tokenizer.stream(),
-            generator=torch.Generator().manual_seed(self.config.seed * 7919 + request_id),
+            generator=sampling_generator(self.config.seed, "dialogue", robot, request_id),
             truncated=truncated, robot=robot)
 
     def prompt(self, text: str) -> tuple[list[int], bool]:

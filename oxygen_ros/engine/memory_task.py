@@ -7,12 +7,10 @@ observation follows (the stream ended), at the next idle step, over the newest p
 import itertools
 from typing import Optional
 
-import torch
-
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.outputs import MemorySummary
-from oxygen_ros.engine.request import LanguageRequest
+from oxygen_ros.engine.request import LanguageRequest, sampling_generator
 
 MEMORY_PRIORITY = 1
 MAX_PREVIOUS_CHARS = 200
@@ -60,7 +58,8 @@ class MemoryTask:
             prompt=self.tokenizer.encode(text, bos=False),
             max_tokens=self.config.memory_max_tokens, arrival=now,
             stream=self.tokenizer.stream(),
-            generator=torch.Generator().manual_seed(self.config.seed * 7919 + request_id),
+            generator=sampling_generator(self.config.seed, "memory", self.robot,
+                                         request_id),
             robot=self.robot)
         self._window = (self.window_start, stamp, frame_id - self.first_frame + 1)
         self.window_start, self.first_frame = stamp, frame_id + 1

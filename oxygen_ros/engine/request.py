@@ -1,6 +1,7 @@
 """Language requests: their state from arrival to last token."""
 
 import enum
+import zlib
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -8,6 +9,13 @@ import torch
 
 from oxygen_ros.cache.page_table import PageTable
 from oxygen_ros.model.prefix import Prefix
+
+
+def sampling_generator(seed: int, kind: str, robot: str, request_id: int) -> torch.Generator:
+    """A request's own random stream: the same for the same request each run, another for
+    another robot's or kind's request of the same number (each counts from 1)."""
+    stream = zlib.crc32(f"{kind}:{robot}".encode())
+    return torch.Generator().manual_seed((seed * 7919 + request_id) ^ (stream << 24))
 
 
 # the reasons a request ends with its text whole: the model ended it, or it reached max_tokens

@@ -17,7 +17,7 @@ from oxygen_ros.engine.frame_loop import FrameLoop
 from oxygen_ros.engine.admission import READMIT_AFTER
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.engine.pool_size import request_tokens
-from oxygen_ros.engine.request import LanguageRequest, Status
+from oxygen_ros.engine.request import LanguageRequest, Status, sampling_generator
 from oxygen_ros.engine.scheduler import Scheduler
 from oxygen_ros.model.config import preset
 from oxygen_ros.model.pi05 import Pi05Model
@@ -424,6 +424,19 @@ def test_each_robot_has_its_own_memory_windows(tiny_model):
         # a summary counts the robot's own frames (its prompt numbers them), not the fleet's
         served = [s for s in stamps[robot] if s <= round(mine[-1].window_end - start, 6)]
         assert sum(summary.frames for summary in mine) == len(served)
+
+
+def test_each_robots_requests_sample_from_their_own_random_streams():
+    """Memory and dialogue requests count from 1 for each robot: with temperature above 0,
+    robot a's first summary, robot b's and a first question each draw their own numbers,
+    the same ones each run."""
+    def draws(kind, robot, request_id):
+        return torch.rand(4, generator=sampling_generator(0, kind, robot, request_id)).tolist()
+    first = {(kind, robot): draws(kind, robot, 1) for kind in ("memory", "dialogue")
+             for robot in ("a", "b")}
+    assert len({tuple(values) for values in first.values()}) == 4
+    assert draws("memory", "a", 1) == first[("memory", "a")]
+    assert draws("memory", "a", 2) != first[("memory", "a")]
 
 
 def test_a_pool_that_cannot_hold_one_prefix_per_robot_is_refused_at_start(tiny_model):
