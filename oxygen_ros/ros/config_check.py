@@ -87,16 +87,17 @@ def read_config(path: Path) -> dict:
         raise ValueError(f"config file {path} is not text") from None
     if document is None:
         raise ValueError(f"config file {path} is empty")
-    for key, first, last in rcl_yaml.repeated_keys(path.read_text()):
-        warn(f"config file {path}: {key!r} is given twice (lines {first} and {last}): the "
-             "last one is used")
+    for key, first, last, sections in rcl_yaml.repeated_keys(path.read_text()):
+        warn(f"config file {path}: {key!r} is given twice (lines {first} and {last}): "
+             + ("rcl merges the two, the later values winning" if sections
+                else "the last one is used"))
     if not isinstance(document, dict):
         raise ValueError(f"config file {path} must map node names to their parameters "
                          f"('inference: ros__parameters: ...'), not {type(document).__name__}")
     node_specs = {node: specs() for node, specs in NODE_SPECS.items()}
     everything = set().union(*node_specs.values())
     ours, problems = 0, []
-    for node, section in node_sections(path, document):
+    for node, section in node_sections(path, document, problems=problems):
         wildcard = node in ("*", "**")
         theirs = not wildcard and node not in NODE_SPECS
         if theirs:

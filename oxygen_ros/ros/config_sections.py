@@ -5,6 +5,7 @@ no node of a start reads, among them."""
 import re
 import sys
 from pathlib import Path
+from typing import Optional
 
 from oxygen_ros.ros import rcl_yaml
 
@@ -35,30 +36,42 @@ def reaches(section: str, *names: str) -> bool:
     return any(re.fullmatch(pattern, name) for name in names)
 
 
-def node_sections(path: Path, document: dict, within: str = "", full_names: bool = False):
+def node_sections(path: Path, document: dict, within: str = "", full_names: bool = False,
+                  problems: Optional[list] = None):
     """(node name, its ros__parameters) for each node section, through namespace levels
     (and nodes nested beside a ros__parameters, as rcl reads them); with full_names, the
-    name with its namespaces ('/alpha/inference')."""
+    name with its namespaces ('/alpha/inference'). A section rcl would refuse is a
+    ValueError, or with `problems`, a line added to it and the section left out."""
     for key, value in document.items():
         name = f"{within}/{str(key).strip('/')}"
-        if not isinstance(value, dict) or ("ros__parameters" not in value and not all(
-                isinstance(inner, dict) for inner in value.values())):
-            raise ValueError(f"config file {path}: section {name.lstrip('/')!r} needs "
-                             "'ros__parameters:' above its parameters (or nodes under it, "
-                             "for a namespace)")
+        problem = _shape_problem(name.lstrip("/"), value)
+        if problem:
+            if problems is None:
+                raise ValueError(f"config file {path}: {problem}")
+            problems.append(problem)
+            continue
         if "ros__parameters" in value:
-            parameters = value["ros__parameters"] or {}
-            if not isinstance(parameters, dict):
-                raise ValueError(f"config file {path}: {name.lstrip('/')}'s ros__parameters "
-                                 "must map parameter names to values")
-            loose = next((key for key, inner in value.items()
-                          if key != "ros__parameters" and not isinstance(inner, dict)), None)
-            if loose is not None:
-                raise ValueError(f"config file {path}: section {name.lstrip('/')!r} has "
-                                 f"{loose!r} beside its ros__parameters, which rcl refuses "
-                                 f"(indent it under ros__parameters:)")
-            yield name if full_names else name.rsplit("/", 1)[-1], parameters
+            yield name if full_names else name.rsplit("/", 1)[-1], \
+                value["ros__parameters"] or {}
             nested = {key: inner for key, inner in value.items() if key != "ros__parameters"}
-            yield from node_sections(path, nested, name, full_names)
+            yield from node_sections(path, nested, name, full_names, problems)
         else:
-            yield from node_sections(path, value, name, full_names)
+            yield from node_sections(path, value, name, full_names, problems)
+
+
+def _shape_problem(name: str, value) -> str:
+    """What rcl (or the nodes) would refuse in the shape of the section `name`, or ''."""
+    if not isinstance(value, dict) or ("ros__parameters" not in value and not all(
+            isinstance(inner, dict) for inner in value.values())):
+        return (f"section {name!r} needs 'ros__parameters:' above its parameters (or nodes "
+                "under it, for a namespace)")
+    if "ros__parameters" not in value:
+        return ""
+    if not isinstance(value["ros__parameters"] or {}, dict):
+        return f"{name}'s ros__parameters must map parameter names to values"
+    loose = next((key for key, inner in value.items()
+                  if key != "ros__parameters" and not isinstance(inner, dict)), None)
+    if loose is not None:
+        return (f"section {name!r} has {loose!r} beside its ros__parameters, which rcl "
+                "refuses (indent it under ros__parameters:)")
+    return ""

@@ -44,12 +44,28 @@ def scalar(text: str):
 
 
 class _Loader(yaml.SafeLoader):
-    """Every plain scalar through scalar(); mapping keys stay the strings they are."""
+    """Every plain scalar through scalar(); mapping keys stay the strings they are; a key
+    given twice in one mapping merges the two mappings, or takes the last value, as rcl."""
 
     def construct_mapping(self, node, deep=False):
-        return {self.construct_scalar(key) if isinstance(key, yaml.ScalarNode)
-                else self.construct_object(key, deep): self.construct_object(value, deep)
-                for key, value in node.value}
+        mapping = {}
+        for key_node, value_node in node.value:
+            key = (self.construct_scalar(key_node) if isinstance(key_node, yaml.ScalarNode)
+                   else self.construct_object(key_node, deep))
+            value = self.construct_object(value_node, deep)
+            mapping[key] = _merged(mapping[key], value) if key in mapping else value
+        return mapping
+
+
+def _merged(first, last):
+    """A key's two values as rcl takes them: mappings merged (the last's values winning),
+    else the last."""
+    if not (isinstance(first, dict) and isinstance(last, dict)):
+        return last
+    merged = dict(first)
+    for key, value in last.items():
+        merged[key] = _merged(merged[key], value) if key in merged else value
+    return merged
 
 
 _Loader.yaml_implicit_resolvers = {}     # no YAML 1.1 typing: plain scalars arrive as str
@@ -76,20 +92,24 @@ def load(text: str):
     return yaml.load(text, Loader=_Loader)
 
 
-def repeated_keys(text: str) -> list[tuple[str, int, int]]:
-    """Each key a mapping of the document gives twice, as (key, first line, last line):
-    rcl, like this module, takes the last value without a word."""
+def repeated_keys(text: str) -> list[tuple[str, int, int, bool]]:
+    """Each key a mapping of the document gives twice, as (key, first line, last line,
+    whether both values are mappings): rcl, like this module, merges two mappings and takes
+    the last of two values otherwise, without a word."""
     found = []
 
     def walk(node) -> None:
         if isinstance(node, yaml.MappingNode):
-            lines: dict = {}
+            first: dict = {}
             for key, value in node.value:
                 if isinstance(key, yaml.ScalarNode):
-                    if key.value in lines:
-                        found.append((key.value, lines[key.value], key.start_mark.line + 1))
+                    if key.value in first:
+                        line, earlier = first[key.value]
+                        found.append((key.value, line, key.start_mark.line + 1,
+                                      isinstance(earlier, yaml.MappingNode)
+                                      and isinstance(value, yaml.MappingNode)))
                     else:
-                        lines[key.value] = key.start_mark.line + 1
+                        first[key.value] = (key.start_mark.line + 1, value)
                 walk(value)
         elif isinstance(node, yaml.SequenceNode):
             for item in node.value:

@@ -183,6 +183,20 @@ def test_every_problem_of_a_config_file_is_said_at_once_each_naming_its_node(tmp
         "beside 1.5)"]
 
 
+def test_a_section_rcl_refuses_does_not_hide_the_files_other_problems(tmp_path):
+    config = tmp_path / "params.yaml"
+    config.write_text("inference:\n  ros__parameters:\n    frame_period_s: -5.0\n"
+                      "camera_ingest:\n  ros__parameters:\n    max_age_s: 1.0\n"
+                      "  sync_slop_s: 0.03\n")
+    with pytest.raises(ValueError) as refused:
+        launch_plan.config_file({"config_file": str(config)}, CONFIG)
+    assert str(refused.value).splitlines() == [
+        f"config file {config} has 2 problems:",
+        "  inference: frame_period_s must be in [0.001, 3600.0], not -5.0",
+        "  section 'camera_ingest' has 'sync_slop_s' beside its ros__parameters, which rcl "
+        "refuses (indent it under ros__parameters:)"]
+
+
 def test_a_robot_wide_config_with_namespaces_wildcards_and_other_nodes_passes(tmp_path,
                                                                              capsys):
     config = tmp_path / "robot.yaml"
@@ -223,6 +237,20 @@ def test_a_key_given_twice_is_warned_of_and_the_last_one_is_used(tmp_path, capsy
                                        "given twice (lines 4 and 5): the last one is used\n")
     assert config_check.planned_values(config, rcl_yaml.load(config.read_text()), "inference",
                                        "/inference")["frame_period_s"] == 0.3
+    # a section given twice: rcl merges the two, so both are the node's and both checked
+    config.write_text("inference:\n  ros__parameters:\n    dialogue_max_tokens: 77\n"
+                      "camera_ingest:\n  ros__parameters:\n    sync_slop_s: 0.03\n"
+                      "inference:\n  ros__parameters:\n    language_floor: 0.3\n")
+    launch_plan.config_file({"config_file": str(config)}, CONFIG)
+    assert capsys.readouterr().err == (f"warning: config file {config}: 'inference' is given "
+                                       "twice (lines 1 and 7): rcl merges the two, the later "
+                                       "values winning\n")
+    values = config_check.planned_values(config, rcl_yaml.load(config.read_text()),
+                                         "inference", "/inference")
+    assert (values["dialogue_max_tokens"], values["language_floor"]) == (77, 0.3)
+    config.write_text(config.read_text().replace("77", "-1"))
+    with pytest.raises(ValueError, match="dialogue_max_tokens must be"):
+        launch_plan.config_file({"config_file": str(config)}, CONFIG)
 
 
 def test_every_shipped_config_passes_the_check():
