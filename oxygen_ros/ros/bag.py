@@ -244,15 +244,14 @@ class BagReplayer:
                 return missing
 
     def type_mismatches(self) -> list[str]:
-        """Each replayed topic whose subscribers (as the ROS graph knows them now) take
+        """Each replayed topic whose subscribers (as the ROS graph knows them now) all take
         another message type than the bag's: DDS matches none of them, so none hears it."""
         found = []
         for topic, msgtype in self._publishers:
-            types = sorted({info.topic_type for info in
-                            self.node.get_subscriptions_info_by_topic(topic)} - {msgtype})
-            if types:
+            types = {info.topic_type for info in self.node.get_subscriptions_info_by_topic(topic)}
+            if types and msgtype not in types:
                 found.append(f"{topic}: the bag holds {msgtype}, its subscribers take "
-                             f"{' and '.join(types)}: none of them hears it")
+                             f"{' and '.join(sorted(types))}: none of them hears it")
         return found
 
     @property
