@@ -12,7 +12,7 @@ every frame feeds one piece of the oldest prompt and takes one batched decode st
 Which robots are served — at start-up and at run time — is RunTimeAdmission's (admission.py)."""
 
 import math
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -165,12 +165,14 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
                   and all(robot is not share.robot for share in served)]
         return min([until, *others])
 
-    def idle_step(self, until: float | None = None) -> int:
+    def idle_step(self, until: float | None = None,
+                  interrupted: Optional[Callable[[], bool]] = None) -> int:
         """Language without a new chunk (no fresh observation, or none newer than the plan
         in force): a memory window that elapsed meanwhile opens, running requests decode, new
         ones attach to the newest prefix seen (the answer is about the last thing seen) or,
-        before any, wait. Runs until `until`
-        (default one frame period from now); returns the tokens decoded."""
+        before any, wait. Runs until `until` (default one frame period from now) or, past
+        the floor's steps, until `interrupted()` (an observation came); returns the tokens
+        decoded."""
         self.drain()
         self._expire()
         for robot in self.robots.values():
@@ -182,7 +184,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
             until = self.clock.now() + period if period else math.inf
         before = self.counters["tokens"]
         with self.failing_ends_requests():
-            self.language(until)
+            self.language(until, interrupted)
         return self.counters["tokens"] - before
 
     def has_language_work(self) -> bool:
@@ -235,13 +237,16 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
                 "waiting_for_observation": 0 if self.robots[robot].observed
                 else sum(r.status is Status.WAITING for r in mine)}
 
-    def language(self, until: float) -> None:
-        """Language work until `until` (engine clock).
+    def language(self, until: float,
+                 interrupted: Optional[Callable[[], bool]] = None) -> None:
+        """Language work until `until` (engine clock), or until `interrupted()`.
         The first prompt piece and the first decode step run whatever the estimates say:
         that is the floor that keeps every request moving, and it measures unknown work."""
         now = self.clock.now
 
         def fits(cost) -> bool:
+            if interrupted is not None and interrupted():
+                return False
             return until == math.inf or (cost is not None and now() + cost <= until)
 
         # 1. prompts: finish feeding attached requests, then attach waiting ones — new

@@ -3,6 +3,7 @@ the plan in force never runs out while the machine can feed it, language keeps i
 and every request ends, and where the plan cannot be fed the held fraction is predicted."""
 
 import dataclasses
+import math
 from collections import Counter
 
 import pytest
@@ -135,6 +136,38 @@ def test_language_goes_on_while_a_paused_camera_leaves_the_same_observation(tiny
             clock.advance(loop.run_robots({"": newest}))
         tokens[phase] = engine.counters["tokens"] - before
     assert tokens["absent"] > 0 and tokens["paused"] >= 0.8 * tokens["absent"], tokens
+
+
+@pytest.mark.parametrize("stopped", [True, False])
+def test_idle_language_yields_to_an_observation_that_makes_a_frame_ready(tiny_model, stopped):
+    """Idle language (observations stopped, or a frame skipped by a slow camera) must not
+    hold back the frame an arriving observation makes ready: it ends after the step in
+    progress, not at the idle frame's end; without one it runs its course."""
+    ended = {}
+    for arrives in (None, 0.01):
+        engine, clock = engine_with_costs(tiny_model, 0.5 * TARGET, memory_period_s=0.0,
+                                          dialogue_max_tokens=1000, tokens_per_frame=50,
+                                          max_tokens_per_frame=50)
+        first, later = (dataclasses.replace(o, stamp=clock.now() + i * 0.2)
+                        for i, o in enumerate(stream(2)))
+        arrived = {"at": float("inf")}
+
+        def newest():
+            if clock.now() >= arrived["at"]:
+                return {"": later}
+            return {"": None if stopped else first}
+        loop = FrameLoop(engine, observations=newest)
+        engine.submit_dialogue("describe the table")
+        clock.advance(loop.run_robots({"": first}))      # a frame; its language feeds the prompt
+        if not stopped:   # the camera pauses: the frame after is skipped half a period on
+            clock.advance(1.5 * TARGET - (clock.now() - first.stamp))
+        begun = clock.now()
+        arrived["at"] = begun + (arrives if arrives is not None else math.inf)
+        assert loop.run_robots(newest() if arrives is None else {"": None if stopped
+                                                                  else first}) == 0.0
+        ended[arrives] = clock.now() - begun
+    assert ended[None] >= 0.04, ended                      # language ran its course
+    assert ended[0.01] <= 0.01 + DECODE_S + 1e-9, ended   # it yielded to the frame
 
 
 def test_without_any_observation_requests_wait_then_time_out_with_the_reason(tiny_model):
