@@ -212,9 +212,11 @@ class InferenceNode(LifecycleNode):
     def wind_down(self) -> int:
         """A stop signal (see run_node and DialogueRouter): commands stop now (the cameras
         stop with us: the watchdog would report the stop as an error), open goals end."""
-        for port in self.ports.values():
-            if port.control is not None and self._active:
-                port.set_active(False)
+        if self._active:
+            self._active = False      # no trajectory either
+            for port in self.ports.values():
+                if port.control is not None:
+                    port.set_active(False)
         return sum(port.dialogue.wind_down() for port in self.ports.values() if port.dialogue)
 
     def winding_down(self) -> bool:
@@ -225,11 +227,14 @@ class InferenceNode(LifecycleNode):
     def _engine_loop(self, engine, stop: threading.Event, wake: threading.Event) -> None:
         # its own engine and events: a teardown that outwaits a slow frame, or a new
         # configure after it, must not change them under the running frame
-        loop = FrameLoop(engine)
         ports = list(self.ports.values())
+
+        def newest():
+            return {port.name: port.fresh_observation() for port in ports}
+        loop = FrameLoop(engine, observations=newest)
         while not stop.is_set() and self.context.ok():
             try:
-                pause = loop.run_robots({port.name: port.fresh_observation() for port in ports})
+                pause = loop.run_robots(newest())
             except Exception as error:  # a bad frame must not end the node
                 if stop.is_set() or not self.context.ok():
                     break  # torn down (the next configure's counts are not its) or shutting down
