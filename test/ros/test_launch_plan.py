@@ -161,40 +161,39 @@ def test_a_config_file_rcl_or_the_nodes_would_not_take_stops_the_launch_saying_w
     assert reason in str(refused.value)
 
 
-def test_every_problem_of_a_config_file_is_said_at_once_each_naming_its_node(tmp_path):
+SEVERAL_PROBLEMS = [  # (YAML text, the problems said, in the file's order)
+    ("inference:\n  ros__parameters:\n    checkpiont: /x\n"
+     "    joint_names: [a, 1]\n    control_rate_hz: 2000\n"
+     "camera_ingest:\n  ros__parameters:\n    image_size: big\n"
+     "arm_driver:\n  ros__parameters:\n    gains: [1, 0.5]\n",
+     ["inference has no parameter 'checkpiont'; did you mean 'checkpoint'? "
+      "(docs/parameters.md lists them)",
+      "inference: joint_names: ['a', 1] mixes types, which rcl cannot read (quote each "
+      "item meant as text, as '7')",
+      "inference: control_rate_hz must be in [1.0, 1000.0], not 2000.0",
+      "camera_ingest: image_size must be a whole number, not 'big'",
+      "arm_driver: gains: [1, 0.5] mixes types, which rcl cannot read (write 1.0, not 1, "
+      "beside 1.5)"]),
+    # a section rcl refuses does not hide the others' problems
+    ("inference:\n  ros__parameters:\n    frame_period_s: -5.0\n"
+     "camera_ingest:\n  ros__parameters:\n    max_age_s: 1.0\n  sync_slop_s: 0.03\n",
+     ["inference: frame_period_s must be in [0.001, 3600.0], not -5.0",
+      "section 'camera_ingest' has 'sync_slop_s' beside its ros__parameters, which rcl "
+      "refuses (indent it under ros__parameters:)"]),
+]
+
+
+@pytest.mark.parametrize("text, problems", SEVERAL_PROBLEMS)
+def test_every_problem_of_a_config_file_is_said_at_once_each_naming_its_node(tmp_path, text,
+                                                                              problems):
     """A YAML with several mistakes is refused once, listing every one (fixing them one
     start at a time would take as many tries), each on its line and naming its node."""
     config = tmp_path / "params.yaml"
-    config.write_text("inference:\n  ros__parameters:\n    checkpiont: /x\n"
-                      "    joint_names: [a, 1]\n    control_rate_hz: 2000\n"
-                      "camera_ingest:\n  ros__parameters:\n    image_size: big\n"
-                      "arm_driver:\n  ros__parameters:\n    gains: [1, 0.5]\n")
+    config.write_text(text)
     with pytest.raises(ValueError) as refused:
         launch_plan.config_file({"config_file": str(config)}, CONFIG)
     assert str(refused.value).splitlines() == [
-        f"config file {config} has 5 problems:",
-        "  inference has no parameter 'checkpiont'; did you mean 'checkpoint'? "
-        "(docs/parameters.md lists them)",
-        "  inference: joint_names: ['a', 1] mixes types, which rcl cannot read (quote each "
-        "item meant as text, as '7')",
-        "  inference: control_rate_hz must be in [1.0, 1000.0], not 2000.0",
-        "  camera_ingest: image_size must be a whole number, not 'big'",
-        "  arm_driver: gains: [1, 0.5] mixes types, which rcl cannot read (write 1.0, not 1, "
-        "beside 1.5)"]
-
-
-def test_a_section_rcl_refuses_does_not_hide_the_files_other_problems(tmp_path):
-    config = tmp_path / "params.yaml"
-    config.write_text("inference:\n  ros__parameters:\n    frame_period_s: -5.0\n"
-                      "camera_ingest:\n  ros__parameters:\n    max_age_s: 1.0\n"
-                      "  sync_slop_s: 0.03\n")
-    with pytest.raises(ValueError) as refused:
-        launch_plan.config_file({"config_file": str(config)}, CONFIG)
-    assert str(refused.value).splitlines() == [
-        f"config file {config} has 2 problems:",
-        "  inference: frame_period_s must be in [0.001, 3600.0], not -5.0",
-        "  section 'camera_ingest' has 'sync_slop_s' beside its ros__parameters, which rcl "
-        "refuses (indent it under ros__parameters:)"]
+        f"config file {config} has {len(problems)} problems:"] + [f"  {p}" for p in problems]
 
 
 def test_a_robot_wide_config_with_namespaces_wildcards_and_other_nodes_passes(tmp_path,
