@@ -84,8 +84,8 @@ class FrameLoop:
     def _idle(self, now: float, until: Optional[float] = None,
               otherwise: Optional[float] = None) -> float:
         """Idle frames (language until `until`, default a frame period on, or until an
-        observation makes a frame ready) at most once per frame period, only while language has work;
-        else a wait (`otherwise`, default poll_s, or until the next idle frame)."""
+        observation makes a frame ready) at most once per frame period, only while language
+        has work; else a wait (`otherwise`, default poll_s, or until the next idle frame)."""
         wait = self.poll_s if otherwise is None else otherwise
         if not self.engine.has_language_work():
             return wait

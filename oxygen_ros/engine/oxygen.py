@@ -244,16 +244,20 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         that is the floor that keeps every request moving, and it measures unknown work."""
         now = self.clock.now
 
+        def stopped() -> bool:
+            return interrupted is not None and interrupted()
+
         def fits(cost) -> bool:
-            if interrupted is not None and interrupted():
-                return False
-            return until == math.inf or (cost is not None and now() + cost <= until)
+            return not stopped() and (until == math.inf
+                                      or (cost is not None and now() + cost <= until))
 
         # 1. prompts: finish feeding attached requests, then attach waiting ones — new
         #    ones to the newest prefix (a fork: no copy), preempted ones to their own
         guaranteed = True
         while (request := self.scheduler.feeding()
                or self.scheduler.next_waiting(self._can_attach)) is not None:
+            if not guaranteed and stopped():
+                break
             if request.table is None:
                 if not (guaranteed or fits(self._resume_cost(request))):
                     break
@@ -262,7 +266,8 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
             per_token = self.costs.extend_per_token()
             count = request.unfed
             if not fits(None if per_token is None else per_token * count):
-                affordable = 0 if per_token is None else int((until - now()) / per_token)
+                affordable = (0 if per_token is None or stopped()
+                              else int((until - now()) / per_token))
                 count = min(count, max(affordable, PROMPT_PIECE if guaranteed else 0))
             if count <= 0:
                 break

@@ -170,6 +170,32 @@ def test_idle_language_yields_to_an_observation_that_makes_a_frame_ready(tiny_mo
     assert ended[0.01] <= 0.01 + DECODE_S + 1e-9, ended   # it yielded to the frame
 
 
+def test_idle_language_feeding_a_long_prompt_yields_to_a_frame_after_its_first_piece(
+        tiny_model):
+    """A prompt of several pieces fed by idle language: an observation that makes a frame
+    ready lets the guaranteed first piece (one extend pass, 10 ms here) finish, no more."""
+    ended = {}
+    for arrives in (None, 0.005):
+        clock = ManualClock()
+        model = TimedModel(tiny_model, clock, prefill=0.02, actions=0.03, extend=0.01,
+                           decode=DECODE_S)
+        engine = OxygenEngine(model, config(**(REALTIME | dict(
+            memory_period_s=0.0, max_request_tokens=400))), clock=clock)
+        first, later = (dataclasses.replace(o, stamp=clock.now() + i * 0.2)
+                        for i, o in enumerate(stream(2)))
+        arrived = {"at": math.inf}
+        loop = FrameLoop(engine, observations=lambda: {
+            "": later if clock.now() >= arrived["at"] else None})
+        clock.advance(loop.run_robots({"": first}))
+        engine.submit_dialogue("describe the table " * 15)     # longer than one piece
+        begun = clock.now()
+        arrived["at"] = begun + (arrives if arrives is not None else math.inf)
+        clock.advance(loop.run_robots({"": None}))             # observations stopped: idle
+        ended[arrives] = clock.now() - begun
+    assert ended[None] >= 0.02, ended                        # the rest fed, then decoded
+    assert ended[0.005] <= 0.01 + 1e-9, ended                # the first piece, then the frame
+
+
 def test_without_any_observation_requests_wait_then_time_out_with_the_reason(tiny_model):
     engine, clock = engine_with_costs(tiny_model, 0.05, request_timeout_s=1.0)
     run = simulate(engine, clock, duration=3.0, observations_until=-1.0,
