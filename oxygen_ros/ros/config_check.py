@@ -73,9 +73,9 @@ def read_config(path: Path) -> dict:
     types (rcl cannot read it; in any section); no section for camera_ingest or inference
     (nor a `/**` one); in theirs, a parameter the node does not have or a bad value
     (parameter_value; every such problem, one per line when there are several). Other
-    nodes' sections pass, and so do parameters of other nodes
-    in `/**`; a section or `/**` parameter named near one of ours (a typo?) and a key given
-    twice in one mapping are warnings, printed on stderr."""
+    nodes' sections pass, and so do parameters of other nodes in `/**`; a section or `/**`
+    parameter named near one of ours (a typo?) and a key given twice in one mapping are
+    warnings, printed on stderr."""
     try:
         document = rcl_yaml.load(path.read_text())
     except yaml.YAMLError as error:

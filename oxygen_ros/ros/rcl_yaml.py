@@ -96,9 +96,12 @@ def repeated_keys(text: str) -> list[tuple[str, int, int, bool]]:
     """Each key a mapping of the document gives twice, as (key, first line, last line,
     whether both values are mappings): rcl, like this module, merges two mappings and takes
     the last of two values otherwise, without a word."""
-    found = []
+    found, seen = [], set()
 
     def walk(node) -> None:
+        if id(node) in seen:     # an alias of a node walked already (or of itself)
+            return
+        seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             first: dict = {}
             for key, value in node.value:
