@@ -244,12 +244,11 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         that is the floor that keeps every request moving, and it measures unknown work."""
         now = self.clock.now
 
-        def stopped() -> bool:
+        def stopped() -> bool:   # checked once per piece and per step, past the floor's
             return interrupted is not None and interrupted()
 
         def fits(cost) -> bool:
-            return not stopped() and (until == math.inf
-                                      or (cost is not None and now() + cost <= until))
+            return until == math.inf or (cost is not None and now() + cost <= until)
 
         # 1. prompts: finish feeding attached requests, then attach waiting ones — new
         #    ones to the newest prefix (a fork: no copy), preempted ones to their own
@@ -266,8 +265,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
             per_token = self.costs.extend_per_token()
             count = request.unfed
             if not fits(None if per_token is None else per_token * count):
-                affordable = (0 if per_token is None or stopped()
-                              else int((until - now()) / per_token))
+                affordable = 0 if per_token is None else int((until - now()) / per_token)
                 count = min(count, max(affordable, PROMPT_PIECE if guaranteed else 0))
             if count <= 0:
                 break
@@ -282,6 +280,8 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         cap = self.scheduler.step_cap()
         steps = 0
         while steps < cap and (queue := self.scheduler.decodable()):
+            if steps and stopped():
+                break    # a frame is ready: not a throttled one
             if steps == 0:
                 size = len(queue)
             else:

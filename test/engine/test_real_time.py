@@ -161,11 +161,13 @@ def test_idle_language_yields_to_an_observation_that_makes_a_frame_ready(tiny_mo
         clock.advance(loop.run_robots({"": first}))      # a frame; its language feeds the prompt
         if not stopped:   # the camera pauses: the frame after is skipped half a period on
             clock.advance(1.5 * TARGET - (clock.now() - first.stamp))
-        begun = clock.now()
+        begun, throttled = clock.now(), engine.counters["throttled_frames"]
         arrived["at"] = begun + (arrives if arrives is not None else math.inf)
         assert loop.run_robots(newest() if arrives is None else {"": None if stopped
                                                                   else first}) == 0.0
         ended[arrives] = clock.now() - begun
+        if arrives is not None:   # cut short for a frame: not a throttled one
+            assert engine.counters["throttled_frames"] == throttled
     assert ended[None] >= 0.04, ended                      # language ran its course
     assert ended[0.01] <= 0.01 + DECODE_S + 1e-9, ended   # it yielded to the frame
 
