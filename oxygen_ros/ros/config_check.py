@@ -77,7 +77,8 @@ def read_config(path: Path) -> dict:
     parameter named near one of ours (a typo?) and a key given twice in one mapping are
     warnings, printed on stderr."""
     try:
-        document = rcl_yaml.load(path.read_text())
+        text = path.read_text()
+        document = rcl_yaml.load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -87,7 +88,7 @@ def read_config(path: Path) -> dict:
         raise ValueError(f"config file {path} is not text") from None
     if document is None:
         raise ValueError(f"config file {path} is empty")
-    for key, first, last, sections in rcl_yaml.repeated_keys(path.read_text()):
+    for key, first, last, sections in rcl_yaml.repeated_keys(text):
         warn(f"config file {path}: {key!r} is given twice (lines {first} and {last}): "
              + ("rcl merges the two, the later values winning" if sections
                 else "the last one is used"))
