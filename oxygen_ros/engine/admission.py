@@ -6,8 +6,9 @@ many robots in one frame keeps every one at its targets; the rest are refused wi
 numbers. At run time the verdict is kept from the action paths the robots actually get:
 when they say the plans can no longer be kept fed (a busier machine than at start-up), the
 last robots in list order are shed, with the numbers; a refused robot joins again once
-every running robot's recent paths, scaled by the calibrated cost of one robot more, keep
-their targets."""
+every running robot's recent paths keep their targets, each scaled by the calibrated
+action paths from the robots its frame served to every served robot and one more in one
+frame."""
 
 import statistics
 from typing import Optional, Sequence
@@ -17,9 +18,9 @@ from oxygen_ros.engine.robot import Robot
 
 SHED_AFTER = 8      # a served robot's action paths since the last admission change that judge
 #                     shedding (a few frames: held commands are what shedding prevents)
-READMIT_AFTER = 32  # frames in a row whose paths leave room before a refused robot is served
-#                     (doubled each time it was shed, so that a load that comes and goes
-#                     does not flap)
+READMIT_AFTER = 32  # the first running robot's frames in a row whose paths leave room
+#                     before a refused robot is served (doubled each time it was shed, so
+#                     that a load that comes and goes does not flap)
 
 
 class RunTimeAdmission:
@@ -57,16 +58,18 @@ class RunTimeAdmission:
                                 for name, robot in self.robots.items()}
         self.room_frames = 0
 
-    def review_admission(self) -> None:
-        """Admission at run time, after a frame. A running robot (served, plan in force)
+    def review_admission(self, served: Sequence[Robot]) -> None:
+        """Admission at run time, after a frame that served `served`. A running robot (served, plan in force)
         with SHED_AFTER paths since the last change is judged on the newest SHED_AFTER less
         the slowest (one stall sheds nobody). If they say its plan cannot be kept fed, the
         running robots are cut to the most (at least the first) whose calibrated action
         path, in proportion to its newest path (the load now), would keep it fed; the rest
         are shed. Else the first refused robot — shed, or refused at start-up — is served
-        once, for READMIT_AFTER frames in a row (x 2 for each time it was shed, at most
-        x 8), every running robot's paths since the last change, scaled by the calibrated
-        action path of every served robot and one more, have kept it at its targets."""
+        once, for READMIT_AFTER of the first running robot's frames in a row (x 2 for each
+        time it was shed, at most x 8; robots on other phases judge in between, but do not
+        count), every running robot's paths since the last change, each scaled from the
+        calibrated action path of the robots its frame served to that of every served robot
+        and one more, have kept it at its targets."""
         if not self.config.admission:
             return
         running = [robot for robot in self.robots.values()
@@ -79,7 +82,7 @@ class RunTimeAdmission:
             judged = sorted(robot.timing.recent_paths(SHED_AFTER))[:-1]
             capacity = robot.timing.capacity(judged)
             if capacity is not None and not capacity.plan_fed:
-                kept = self.robots_kept(running, robot, robot.timing.recent_paths(1))
+                kept = self.robots_kept(running, robot)
                 for each in reversed(running[kept:]):
                     self.shed(each, len(running), robot.name, capacity, kept)
                 self.mark_admission()
@@ -89,22 +92,23 @@ class RunTimeAdmission:
             return
         # scaled to every served robot and one more: a served robot's camera that is off
         # now (no plan in force) may come back
-        served = sum(not robot.refused for robot in self.robots.values())
-        now, more = self.calibrated(len(running)), self.calibrated(served + 1)
-        if not now or not more:
-            return
-        predicted = {robot.name: [seconds * more / now for seconds in
-                                  robot.timing.recent_paths(new[robot.name])]
+        serving = sum(not robot.refused for robot in self.robots.values())
+        predicted = {robot.name: self.scaled_paths(robot, new[robot.name], serving + 1)
                      for robot in running}
+        if any(paths is None for paths in predicted.values()):
+            return
         capacities = [robot.timing.capacity(predicted[robot.name]) for robot in running]
         room = all(capacity is not None and capacity.meets_targets for capacity in capacities)
-        self.room_frames = self.room_frames + 1 if room else 0
+        if not room:
+            self.room_frames = 0
+        elif any(robot is running[0] for robot in served):
+            self.room_frames += 1
         joining = refused[0]
         if self.room_frames >= READMIT_AFTER * 2 ** min(joining.times_shed, 3):
             joining.refused = ""
             joining.timing.action_path.clear()   # its paths before the shed say nothing now
             for seconds in predicted[running[0].name]:
-                joining.timing.observe_action_path(seconds)
+                joining.timing.observe_action_path(seconds, serving + 1)
             self.counters["robots_readmitted"] += 1
             self.mark_admission()
 
@@ -112,16 +116,26 @@ class RunTimeAdmission:
         """The calibrated action path of `count` robots in one frame (0: not measured)."""
         return statistics.median(self.fleet_paths.get(count) or [0.0])
 
-    def robots_kept(self, running: Sequence[Robot], judged: Robot, paths) -> int:
+    def scaled_paths(self, robot: Robot, count: int, robots: int) -> Optional[list[float]]:
+        """`robot`'s newest `count` action paths, each scaled from the calibrated path of
+        the robots its frame served to that of `robots` robots in one frame: the load now,
+        on that many (None where a count is not calibrated)."""
+        target = self.calibrated(robots)
+        frames = robot.timing.recent_frames(count)
+        calibrated = [self.calibrated(size) for _, size in frames]
+        if not target or not all(calibrated):
+            return None
+        return [seconds * target / size for (seconds, _), size in zip(frames, calibrated)]
+
+    def robots_kept(self, running: Sequence[Robot], judged: Robot) -> int:
         """How many of the running robots to keep: the most (fewer than now, at least one)
-        for which these paths of `judged`'s, scaled by the calibrated path of that many
-        robots over that of all running, would keep its plan fed."""
-        now = self.calibrated(len(running))
-        if not now:                      # not calibrated: one robot fewer
-            return len(running) - 1
+        for which `judged`'s newest path, scaled to that many robots in one frame, would
+        keep its plan fed."""
         for kept in range(len(running) - 1, 1, -1):
-            scale = self.calibrated(kept) / now
-            capacity = judged.timing.capacity([seconds * scale for seconds in paths])
+            paths = self.scaled_paths(judged, 1, kept)
+            if paths is None:            # not calibrated: one robot fewer
+                return len(running) - 1
+            capacity = judged.timing.capacity(paths)
             if capacity is None or capacity.plan_fed:
                 return kept
         return 1

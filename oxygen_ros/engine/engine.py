@@ -280,13 +280,14 @@ class EngineCore:
         return began - observation.stamp + robot.timing.action_path_max()
 
     def emit_chunk(self, frame_id: int, observation: Observation, actions, start: float,
-                   began: float) -> ActionChunk:
+                   began: float, robots: int = 1) -> ActionChunk:
         """The frame's chunk is out: it becomes the plan in force (late if it arrived after
         the previous plan needed its successor) unless it holds NaN or inf, which the node
-        drops (non_finite_chunk) and the plan in force stays."""
+        drops (non_finite_chunk) and the plan in force stays. `robots`: how many robots the
+        frame served (its action path is theirs together)."""
         robot = self.robot_of(observation.robot)
         arrival = self.clock.now()
-        robot.timing.observe_action_path(arrival - began)
+        robot.timing.observe_action_path(arrival - began, robots)
         late = robot.actions.adopted and robot.timing.chunk_arrived(observation.stamp, arrival)
         actions = self.normalization.unnormalize_actions(actions)
         guided = robot.actions.guided

@@ -88,14 +88,17 @@ class FrameTiming:
         self.margin_s = config.deadline_margin_s
         self.floor_s = config.language_floor * (self.period or 0.0)
         self.action_path: deque = deque(maxlen=window)   # warm samples, seconds
+        self.path_robots: deque = deque(maxlen=window)   # robots in each sample's frame
         self.ages: deque = deque(maxlen=window)
         self.language: deque = deque(maxlen=window)      # language seconds after a chunk
         self.plan_stamp: Optional[float] = None          # stamp of the plan in force
         self.observed = 0                                # action paths ever observed
 
     # -- measurements --------------------------------------------------------------------
-    def observe_action_path(self, seconds: float) -> None:
+    def observe_action_path(self, seconds: float, robots: int = 1) -> None:
+        """An action path of `seconds`, in a frame that served `robots` robots."""
         self.action_path.append(seconds)
+        self.path_robots.append(robots)
         self.observed += 1
 
     def observe_age(self, seconds: float) -> None:
@@ -154,6 +157,10 @@ class FrameTiming:
     def recent_paths(self, count: int) -> list[float]:
         """The newest `count` action paths (fewer if the window holds fewer)."""
         return list(self.action_path)[-count:] if count > 0 else []
+
+    def recent_frames(self, count: int) -> list[tuple[float, int]]:
+        """The newest `count` action paths, each with the robots its frame served."""
+        return list(zip(self.action_path, self.path_robots))[-count:] if count > 0 else []
 
     def capacity(self, paths: Optional[list[float]] = None) -> Optional[Capacity]:
         """Steady-state prediction from the measurements so far (None without any), or

@@ -36,7 +36,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         super().__init__(model, config, **kwargs)
         self.fleet_paths: dict[int, list[float]] = {}   # robots in a frame -> action paths
         self.admission_marks: dict[str, int] = {}      # robot -> its paths at the last change
-        self.room_frames = 0           # frames in a row whose paths left room for one more
+        self.room_frames = 0     # the first running robot's frames in a row that left room
         self.guided_graphs = []        # CUDA: the RTC-guided loop, per robot-count bucket
         if model.device.type == "cuda":
             self._speed_up()
@@ -115,7 +115,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         served = [robot for robot in robots if not robot.refused]
         for robot in robots:     # the served are served together: their action path
             for seconds in self.fleet_paths[len(served)]:
-                robot.timing.observe_action_path(seconds)
+                robot.timing.observe_action_path(seconds, len(served))
         self.mark_admission()
 
     @property
@@ -136,8 +136,8 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
                 [share.observation.stamp for share in served],
                 [self.takeover_delay(share.robot, share.observation, began) for share in served],
                 self.guided_graphs)
-            chunks = [self.emit_chunk(share.frame_id, share.observation, chunk, start, began)
-                      for share, chunk in zip(served, actions)]
+            chunks = [self.emit_chunk(share.frame_id, share.observation, chunk, start, began,
+                                      len(served)) for share, chunk in zip(served, actions)]
         except Exception:
             for table in tables:      # not yet newest prefixes: nobody else frees them
                 self.cache.free(table)
@@ -148,7 +148,7 @@ class OxygenEngine(RunTimeAdmission, SharedCacheEngine):
         self.language(self.language_until(served, start, actions_done))
         for share in served:
             share.robot.timing.observe_language(self.clock.now() - actions_done)
-        self.review_admission()
+        self.review_admission([share.robot for share in served])
         return chunks
 
     def language_until(self, served: Sequence[Served], start: float,

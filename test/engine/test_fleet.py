@@ -14,7 +14,7 @@ from engine_helpers import Events, TimedModel, config, stream
 
 from oxygen_ros.engine.clock import ManualClock
 from oxygen_ros.engine.frame_loop import FrameLoop
-from oxygen_ros.engine.admission import READMIT_AFTER
+from oxygen_ros.engine.admission import READMIT_AFTER, SHED_AFTER
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.engine.pool_size import request_tokens
 from oxygen_ros.engine.request import LanguageRequest, Status, sampling_generator
@@ -309,6 +309,48 @@ def test_a_shed_robot_is_not_taken_back_on_the_room_a_served_robots_silent_camer
     misses = engine.counters["deadline_misses"]
     drive(engine, clock, feeds(3.0), duration=3.0, loop=loop)    # b's camera is back
     assert engine.counters["robots_shed"] == 1 and engine.counters["deadline_misses"] == misses
+
+
+def test_a_refused_robot_is_judged_by_the_path_of_all_robots_in_one_frame_not_by_split_frames(
+        tiny_model):
+    # a and b run on different phases, one robot a frame (20 ms); c was refused at start-up
+    # (3 robots in one frame: 200 ms). Split frames leave room, but c would share a's frames
+    engine, clock, _ = fleet(tiny_model, ["a", "b", "c"],
+                             actions=lambda batch: {1: 0.02, 2: 0.06}.get(batch, 0.2))
+    assert engine.robots["c"].refused
+    feeds = {"a": observations("a", 0, count=600),
+             "b": observations("b", 1, offset=0.1, count=600),
+             "c": observations("c", 2, count=600)}
+    frames = drive(engine, clock, feeds, duration=15.0)
+    assert frames.count(["a"]) >= 60 and frames.count(["b"]) >= 60, frames
+    assert all("c" not in frame for frame in frames)
+    assert engine.counters["robots_readmitted"] == 0
+    assert engine.counters["deadline_misses"] == 0
+
+
+def test_a_refused_robot_waits_for_the_first_robots_frames_whatever_the_others_phases(
+        tiny_model):
+    # calibrated while another job ran (3 robots in one frame: 160 ms of denoising, too
+    # slow; 2 or 1: 40 ms), then every pass takes half as long: a and b, on different
+    # phases, leave room for c
+    costs = {1: 0.04, 2: 0.04, 3: 0.16}
+    engine, clock, _ = fleet(tiny_model, ["a", "b", "c"], actions=lambda batch: costs[batch])
+    assert engine.robots["c"].refused
+    costs.update({1: 0.02, 2: 0.02, 3: 0.08})
+    events = Events(engine)
+    feeds = {"a": observations("a", 0, count=600),
+             "b": observations("b", 1, offset=0.07, count=600),
+             "c": observations("c", 2, count=600)}
+    frames = drive(engine, clock, feeds, duration=15.0)
+    returned = next(i for i, frame in enumerate(frames) if "c" in frame)
+    assert frames[:returned].count(["b"]) >= READMIT_AFTER, frames   # b on its own phase
+    # a's frames count, b's in between do not
+    a_frames = [c for c in events.chunks if c.robot == "a"]
+    before = sum(c.stamp < next(c.stamp for c in events.chunks if c.robot == "c")
+                 for c in a_frames)
+    assert READMIT_AFTER + SHED_AFTER - 1 <= before <= READMIT_AFTER + SHED_AFTER + 2, before
+    assert engine.counters["robots_readmitted"] == 1
+    assert engine.counters["deadline_misses"] == 0
 
 
 def test_a_load_that_only_one_robot_survives_sheds_the_other_three_at_once(tiny_model):
