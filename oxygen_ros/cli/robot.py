@@ -221,7 +221,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                                   args.vision_heads)
         checkpoint.match_tensors(info)
         checkpoint.check_tied(info)
-        normalization = checkpoint_normalization(info, args.asset_id, args.normalization).source
+        normalization = checkpoint_normalization(info, args.asset_id, args.normalization)
         text = checkpoint_tokenizer(info.config, args.tokenizer)
         check_pool(info.config, args.kv_pages, args.page_size, args.cameras,
                    request_tokens=request_tokens(EngineConfig()))
@@ -253,7 +253,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"expert      {expert.depth} layers x {expert.width} wide (mlp {expert.mlp_dim})")
     print(f"actions     horizon {config.action_horizon} x {config.action_dim} dims, "
           f"{config.num_denoise_steps} denoise steps")
-    print(f"statistics  {normalization}")
+    print(f"statistics  {normalization.source}" + "".join(
+        f"; {what} {len(stats.low)} dims" for what, stats in
+        (("state", normalization.state), ("actions", normalization.actions)) if stats))
+    print(f"prompt      state {config.state_prompt}" + {
+        "padded": f" (padded to max_state_dim {config.state_dim})",
+        "robot": " (the robot's own values, as openpi)", "none": ""}[config.state_prompt]
+        + f", at most {config.max_prompt_tokens} tokens")
     print("tokenizer   " + (f"PaliGemma SentencePiece {args.tokenizer} ({text.vocab_size} "
                             "pieces)" if args.tokenizer else "bytes (the checkpoint's own)"))
     print(f"memory ({dtype}, {why}): weights {_size(weight_bytes)} + KV pool "

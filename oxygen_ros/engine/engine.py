@@ -261,7 +261,8 @@ class EngineCore:
         config = self.model.config
         state = self.normalization.normalize_state(observation.state)
         tokens, cut = pi05_prompt_tokens(self.tokenizer, observation.instruction, state,
-                                         config.state_dim, config.max_prompt_tokens)
+                                         config.state_dim, config.max_prompt_tokens,
+                                         config.state_prompt)
         self.count(observation.robot, "truncated_instructions", cut)
         return build_prefix(config, self.config.camera_names, observation.images, tokens)
 

@@ -232,7 +232,9 @@ def read_config(shapes: dict, raw: dict, prefix: str, heads: Optional[tuple] = N
     settings = {"action_horizon": _config_int(raw, horizon_key, 50),
                 "num_denoise_steps": _config_int(raw, "num_inference_steps", 10),
                 "max_prompt_tokens": _config_int(raw, "tokenizer_max_length", 200),
-                "state_dim": _config_int(raw, "max_state_dim", 32)}
+                "state_dim": _config_int(raw, "max_state_dim", 32),
+                # openpi tokenizes the robot's state before padding it; lerobot pads first
+                "state_prompt": "padded" if prefix else "robot"}
     try:
         return ModelConfig(
             vision=vision, vlm=vlm, expert=expert, vocab_size=embedding[0], num_cameras=3,
@@ -257,6 +259,8 @@ def inspect(path: str | Path, heads: Optional[tuple] = None, vision_heads: int =
         raw = json.loads(config_file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise CheckpointError(f"{config_file}: invalid JSON ({error})") from None
+    except OSError as error:
+        raise CheckpointError(f"{config_file}: unreadable ({error.strerror or error})") from None
     if not isinstance(raw, dict):
         raise CheckpointError(f"{config_file}: expected a JSON object of settings, "
                               f"found a {type(raw).__name__}")
@@ -269,15 +273,18 @@ def inspect(path: str | Path, heads: Optional[tuple] = None, vision_heads: int =
 
 def load(path: str | Path, device: str | torch.device = "cpu",
          dtype: torch.dtype = torch.float32, prefix_attention: Optional[str] = None,
-         strict: bool = True, heads: Optional[tuple] = None,
-         vision_heads: int = 0) -> tuple[Pi05Model, Checkpoint]:
+         strict: bool = True, heads: Optional[tuple] = None, vision_heads: int = 0,
+         state_prompt: str = "") -> tuple[Pi05Model, Checkpoint]:
     """Build the model a checkpoint describes and fill it with the checkpoint's tensors,
     memory-mapped (model/safetensors_file.py). In bfloat16 the parameters its reference
-    implementation keeps in float32 stay so."""
+    implementation keeps in float32 stay so. `state_prompt` overrides how the layout puts
+    the state in the prompt."""
     info = inspect(path, heads, vision_heads)
     config = info.config
     if prefix_attention:
         config = config.with_(prefix_attention=prefix_attention)
+    if state_prompt:
+        config = config.with_(state_prompt=state_prompt)
     with torch.device("meta"):
         model = Pi05Model(config)
     source = match_tensors(info, model, strict)

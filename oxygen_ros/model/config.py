@@ -3,6 +3,10 @@
 from dataclasses import dataclass, field, replace
 
 PREFIX_ATTENTION = ("bidirectional", "causal_prompt")
+# how the state enters the prompt: "padded" to state_dim (lerobot's processor, the demo
+# model), the robot's own values ("robot": openpi tokenizes before it pads), or "none"
+# (openpi's discrete_state_input=False, as pi05_libero: the task and a newline)
+STATE_PROMPTS = ("padded", "robot", "none")
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,8 @@ class ModelConfig:
     action_dim: int            # values per action step (padded robot action)
     num_denoise_steps: int     # Euler steps from t = 1 to t = 0
     max_prompt_tokens: int     # prompt budget (π0.5 pads to 200; we never store padding)
-    state_dim: int = 32        # state values discretized into the prompt
+    state_dim: int = 32        # state values discretized into the prompt ("padded")
+    state_prompt: str = "padded"   # how the state enters the prompt (STATE_PROMPTS)
     prefix_attention: str = "bidirectional"   # π0.5; "causal_prompt" is the OxyGen variant
     rope_max_wavelength: float = 10_000.0
     time_min_period: float = 4e-3
@@ -55,6 +60,9 @@ class ModelConfig:
         if self.prefix_attention not in PREFIX_ATTENTION:
             raise ValueError(f"prefix_attention must be one of {PREFIX_ATTENTION}, "
                              f"not {self.prefix_attention!r}")
+        if self.state_prompt not in STATE_PROMPTS:
+            raise ValueError(f"state_prompt must be one of {STATE_PROMPTS}, "
+                             f"not {self.state_prompt!r}")
         shared = ("depth", "num_heads", "num_kv_heads", "head_dim")
         for key in shared:
             if getattr(self.vlm, key) != getattr(self.expert, key):

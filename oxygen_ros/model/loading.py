@@ -77,10 +77,12 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
                device: str = "cpu", dtype: str = "float32", seed: int = 0,
                prefix_attention: Optional[str] = None, asset_id: str = "",
                normalization: str = "", heads: Optional[tuple] = None,
-               vision_heads: int = 0) -> LoadedModel:
+               vision_heads: int = 0, state_prompt: str = "") -> LoadedModel:
     """normalization: "" uses the checkpoint's statistics (an error if it should have them
-    and does not), "identity" none. heads: (heads, kv heads, head_dim) for Gemma variants
-    the loader does not know; vision_heads likewise for SigLIP. dtype auto: bfloat16 where
+    and does not), "identity" none. state_prompt: how the state enters the prompt
+    (config.STATE_PROMPTS; "": as the checkpoint's layout was trained, padded for presets).
+    heads: (heads, kv heads, head_dim) for Gemma variants the loader does not know;
+    vision_heads likewise for SigLIP. dtype auto: bfloat16 where
     the device has bf16 matrix units (model/precision.py); the description says why. A
     device this torch cannot run on is a ValueError saying why (model/devices.py)."""
     if problem := device_problem(device):
@@ -92,16 +94,20 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
     if checkpoint:
         checkpoint = str(resolve(checkpoint))
         model, info = checkpoints.load(checkpoint, device, DTYPES[dtype], prefix_attention,
-                                       heads=heads, vision_heads=vision_heads)
+                                       heads=heads, vision_heads=vision_heads,
+                                       state_prompt=state_prompt)
         text = checkpoint_tokenizer(model.config, tokenizer)
         directory = info.path.parent
         norm = checkpoint_normalization(info, asset_id, normalization)
         return LoadedModel(model, text, f"{info.format} checkpoint {directory} "
                            f"({info.num_parameters / 1e6:.1f} M parameters, {dtype} ({why}) "
-                           f"on {device}; normalization: {norm.source})", norm)
+                           f"on {device}; normalization: {norm.source}; state in the prompt: "
+                           f"{model.config.state_prompt})", norm)
     config = preset_config(preset)
     if prefix_attention:
         config = config.with_(prefix_attention=prefix_attention)
+    if state_prompt:
+        config = config.with_(state_prompt=state_prompt)
     model = Pi05Model(config, seed=seed).to(device, DTYPES[dtype]).eval()
     params = sum(p.numel() for p in model.parameters())
     return LoadedModel(model, ByteTokenizer(),

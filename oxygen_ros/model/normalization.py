@@ -82,6 +82,19 @@ def check_widths(normalization: "Normalization", state_dim: int, action_dim: int
                              f"{width} ({setting}): the checkpoint's files disagree")
 
 
+def check_joints(normalization: "Normalization", joints: int) -> None:
+    """The robot's joints are the dimensions the statistics were computed over: as many
+    state values (each normalized, then in the prompt) and action dimensions (each command
+    back in robot units). Else a ValueError: the extra values would pass unnormalized."""
+    for stats, what in ((normalization.state, "state"), (normalization.actions, "action")):
+        if stats is not None and len(stats.low) != joints:
+            raise ValueError(
+                f"{joints} joint_names, but the {what} statistics ({normalization.source}) "
+                f"have {len(stats.low)} dimensions: list the joints the checkpoint was trained "
+                f"on, in its order (a {what} value without statistics would pass "
+                "unnormalized)")
+
+
 class MissingStatistics(ValueError):
     """A checkpoint that normalizes but does not carry its statistics."""
 
@@ -175,6 +188,7 @@ def lerobot_expects_statistics(raw_config: dict) -> bool:
 def load_lerobot(checkpoint_dir: Path, raw_config: Optional[dict] = None) -> Normalization:
     modes = lerobot_modes(raw_config or {})
     stats: dict[str, dict] = {}
+    read_from: dict[str, Path] = {}
     files = sorted(Path(checkpoint_dir).glob("*normalizer_processor*.safetensors"))
     for path in files:
         try:
@@ -183,7 +197,13 @@ def load_lerobot(checkpoint_dir: Path, raw_config: Optional[dict] = None) -> Nor
             raise ValueError(f"{path}: unreadable normalization statistics ({error})") from None
         for key, value in tensors.items():
             feature, _, stat = key.rpartition(".")
-            stats.setdefault(feature, {}).setdefault(stat, value)
+            first = stats.setdefault(feature, {}).setdefault(stat, value)
+            read_from.setdefault(key, path)
+            if first is not value and (first.shape != value.shape
+                                       or not np.array_equal(first, value, equal_nan=True)):
+                raise ValueError(f"{read_from[key]} and {path} disagree on {key}: the "
+                                 "preprocessor and postprocessor must hold the statistics "
+                                 "of one training run")
     if not stats:
         if lerobot_expects_statistics(raw_config or {}):
             raise MissingStatistics(

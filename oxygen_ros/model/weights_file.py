@@ -30,6 +30,9 @@ def weights_file(path: Path) -> Path:
         pickles = sorted(p.name for p in path.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES)
         hint = (f"; found pickle files {pickles}, which are never loaded (they can run code) "
                 "— convert them to safetensors") if pickles else ""
+        if (path / f"{WEIGHTS}.index.json").exists():
+            hint += (f"; {WEIGHTS}.index.json says the weights are sharded, which this loader "
+                     f"does not read: merge the shards into one {WEIGHTS}")
         raise CheckpointError(f"{path}: no {WEIGHTS}{hint}")
     return weights
 

@@ -39,6 +39,7 @@ from oxygen_ros.engine.memory_release import return_freed_memory
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.engine.threads import apply_torch_threads
 from oxygen_ros.model.loading import load_model
+from oxygen_ros.model.normalization import check_joints
 from oxygen_ros.ros import diagnostics, inference_health, lost_responses, qos, ros_parameters
 from oxygen_ros.ros.config_check import check_topics
 from oxygen_ros.ros.diagnostics import guarded
@@ -164,8 +165,8 @@ class InferenceNode(LifecycleNode):
             port.report_capacity()
 
     def _load_model(self, params: InferenceParameters, config: EngineConfig) -> None:
-        """Load the model; refuse more joints than it acts on, warn of more cameras than it
-        was made for."""
+        """Load the model; refuse more joints than it acts on or other than its statistics
+        cover, warn of more cameras than it was made for."""
         self.model = load_model(preset=params.preset, checkpoint=params.checkpoint,
                                 tokenizer=params.tokenizer, device=params.device,
                                 dtype=params.dtype, seed=config.seed,
@@ -173,12 +174,14 @@ class InferenceNode(LifecycleNode):
                                 asset_id=params.asset_id, normalization=params.normalization,
                                 heads=(params.attention_heads, params.attention_kv_heads,
                                        params.attention_head_dim),
-                                vision_heads=params.vision_heads)
+                                vision_heads=params.vision_heads,
+                                state_prompt=params.state_prompt)
         model = self.model.model.config
         self.image_size = model.vision.image_size
         if len(params.joint_names) > model.action_dim:
             raise ValueError(f"{len(params.joint_names)} joints but the model acts on "
                              f"{model.action_dim} dimensions")
+        check_joints(self.model.normalization, len(params.joint_names))
         if len(config.camera_names) > model.num_cameras:
             self.get_logger().warning(
                 f"{len(config.camera_names)} cameras but the model was made for "

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.parameters import Rule, Spec, build, check_all, parameter, specs
 from oxygen_ros.engine.robot_names import robot_names
-from oxygen_ros.model.config import PREFIX_ATTENTION, PRESETS
+from oxygen_ros.model.config import PREFIX_ATTENTION, PRESETS, STATE_PROMPTS
 from oxygen_ros.model.precision import DTYPE_NAMES
 from oxygen_ros.ros.topic_names import action_name_problem, topic_name_problem
 
@@ -91,6 +91,11 @@ class InferenceParameters:
                            choices=DTYPE_NAMES)
     prefix_attention: str = parameter("", "empty: the model's own",
                                       choices=("",) + PREFIX_ATTENTION)
+    state_prompt: str = parameter(
+        "", "how the robot state enters the prompt; empty: as the checkpoint's layout was "
+            "trained (openpi: the robot's own values; lerobot and presets: padded to "
+            "max_state_dim); none: no state (openpi's discrete_state_input=False, as "
+            "pi05_libero)", choices=("",) + STATE_PROMPTS)
     torch_threads: int = parameter(0, "torch CPU threads; 0: all cores but one",
                                    range=(0, 1024))
     # -- commands and safety

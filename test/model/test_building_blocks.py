@@ -89,6 +89,8 @@ def test_mixture_of_transformers_needs_matching_attention_shapes():
         tiny.with_(expert=GemmaConfig(32, 2, 64, num_heads=4, num_kv_heads=1, head_dim=16))
     with pytest.raises(ValueError, match="prefix_attention"):
         tiny.with_(prefix_attention="sideways")
+    with pytest.raises(ValueError, match="state_prompt must be one of"):
+        tiny.with_(state_prompt="sometimes")
     with pytest.raises(ValueError, match="unknown preset"):
         preset("huge")
     assert isinstance(tiny, ModelConfig)
@@ -99,6 +101,22 @@ def test_prompt_has_the_pi05_format_with_256_state_bins():
     assert prompt == "Task: pick up the cup, State: 0 128 255 255 128 128;\nAction: "
     assert discretize_state(np.linspace(-1, 1, 9), 9).tolist() == [0, 32, 64, 96, 128, 160, 192,
                                                                    224, 255]
+    # below the range is bin -1, as openpi's and lerobot's np.digitize give it
+    assert discretize_state(np.array([-1.5, -1.0, 1.0, 7.0]), None).tolist() == [-1, 0, 255, 255]
+
+
+def test_the_state_enters_the_prompt_padded_as_the_robots_own_values_or_not_at_all():
+    state = np.array([-1.0, 0.0, 1.0])
+    assert pi05_prompt("cup", state, 5, "padded") == \
+        "Task: cup, State: 0 128 255 128 128;\nAction: "
+    assert pi05_prompt("cup", state, 5, "robot") == "Task: cup, State: 0 128 255;\nAction: "
+    assert pi05_prompt("pick_up cup", state, 5, "none") == "pick up cup\n"
+    tok = ByteTokenizer()
+    # openpi encodes the task (with BOS), then the newline on its own
+    tokens, cut = pi05_prompt_tokens(tok, "pick_up cup", state, 5, 64, "none")
+    assert not cut and tokens == tok.encode("pick up cup") + tok.encode("\n", bos=False)
+    tokens, cut = pi05_prompt_tokens(tok, "pick up the cup", state, 5, 8, "none")
+    assert cut and tokens == tok.encode("pick u") + tok.encode("\n", bos=False)
 
 
 def test_a_long_instruction_loses_its_end_not_the_state_or_the_cue_to_act():

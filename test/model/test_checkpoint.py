@@ -319,6 +319,21 @@ def test_config_json_must_be_an_object(tmp_path, reference):
     # a whole number written as a float is that integer
     (directory / "config.json").write_text(json.dumps(config | {"chunk_size": 7.0}))
     assert checkpoint.inspect(directory).config.action_horizon == 7
+    # one that cannot be read is named, not a traceback
+    (directory / "config.json").unlink()
+    (directory / "config.json").mkdir()
+    with pytest.raises(checkpoint.CheckpointError, match=r"config\.json: unreadable \(Is a "
+                                                         r"directory\)"):
+        checkpoint.inspect(directory)
+
+
+def test_sharded_weights_are_named_as_such(tmp_path):
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "model-00001-of-00002.safetensors"}}))
+    with pytest.raises(checkpoint.CheckpointError, match="no model.safetensors; "
+                       "model.safetensors.index.json says the weights are sharded, which this "
+                       "loader does not read: merge the shards"):
+        checkpoint.inspect(tmp_path)
 
 
 def test_attention_shapes_must_fit_the_variant(tmp_path, reference):
@@ -407,8 +422,21 @@ def test_normalization_applies_on_the_engines_input_and_output(tmp_path, referen
         engine.build_prefix(Observation(images, state, "pick", 0.0)).tokens.tolist())
     eps = 1e-6 if layout == "openpi" else 0.0
     normalized = (state + 2.0) / (4.0 + eps) * 2.0 - 1.0
-    bins = " ".join(str(b) for b in discretize_state(normalized, 32))
+    # openpi tokenizes the robot's 5 values before it pads them; lerobot pads to 32 first
+    bins = " ".join(str(b) for b in discretize_state(normalized,
+                                                     None if layout == "openpi" else 32))
     assert f"State: {bins};" in prompt
+    assert len(bins.split()) == (5 if layout == "openpi" else 32)
+    assert loaded.model.config.state_prompt == ("robot" if layout == "openpi" else "padded")
+    assert f"state in the prompt: {loaded.model.config.state_prompt}" in loaded.description
+    # a checkpoint trained without the state in its prompt (openpi's pi05_libero)
+    bare = load_model(checkpoint=str(directory), tokenizer=_tokenizer(tmp_path),
+                      state_prompt="none")
+    plain = OxygenEngine(bare.model, EngineConfig(num_pages=128, memory_period_s=0),
+                         tokenizer=bare.tokenizer, normalization=bare.normalization,
+                         calibrate=False)
+    tokens = plain.build_prefix(Observation(images, state, "pick", 0.0)).tokens.tolist()
+    assert tokens == bare.tokenizer.encode("pick") + bare.tokenizer.encode("\n", bos=False)
     assert bins.startswith("0 127 " if layout == "openpi" else "0 128 ")  # eps matters
     raw = loaded.model.sample_actions(
         [loaded.model.prefill(engine.build_prefix(Observation(images, state, "pick", 0.0)),
@@ -517,7 +545,10 @@ def test_inspect_command_prints_format_dims_parameters_and_memory(tmp_path, refe
     weights = sum(p.numel() * 4 for p in reference.parameters())
     assert f"weights {weights / 2**20:.1f} MiB" in result.stdout
     assert "every tensor the model needs, in its shape" in result.stdout
-    assert "statistics  lerobot" in result.stdout
+    assert "statistics  lerobot" in result.stdout and "; state 8 dims; actions 32 dims" \
+        in result.stdout
+    assert "prompt      state padded (padded to max_state_dim 32), at most 200 tokens" \
+        in result.stdout
     # a pool the node would refuse: three cameras' 4 image tokens and a 200-token prompt
     small = subprocess.run(command[:5] + ["--kv-pages", "14", "--tokenizer", tokenizer],
                            capture_output=True, text=True, timeout=120)
@@ -577,9 +608,17 @@ def test_the_inference_node_runs_a_checkpoint_given_by_parameters(tmp_path, refe
     from oxygen_ros.ros.inference_node import InferenceNode
 
     directory = write_openpi(tmp_path / "ckpt", reference)
-    node = InferenceNode(context=rclpy_context, cli_args=[
-        "--ros-args", "-p", f"checkpoint:={directory}", "-p", f"tokenizer:={_tokenizer(tmp_path)}",
-        "-p", "asset_id:=trossen", "-p", "dtype:=bfloat16", "-p", "action_dt_s:=0.1"])
+    args = ["--ros-args", "-p", f"checkpoint:={directory}", "-p",
+            f"tokenizer:={_tokenizer(tmp_path)}", "-p", "asset_id:=trossen", "-p",
+            "dtype:=bfloat16", "-p", "action_dt_s:=0.1"]
+    # the statistics cover 8 state values and 32 action dimensions, the robot has 14 joints
+    with pytest.raises(ValueError, match=r"14 joint_names, but the state statistics \(openpi "
+                                         r".*\) have 8 dimensions: list the joints"):
+        InferenceNode(context=rclpy_context, cli_args=args)
+    stats = {"q01": [-2.0] * 14, "q99": [2.0] * 14, "mean": [0.0] * 14, "std": [1.0] * 14}
+    (directory / "assets" / "trossen" / "norm_stats.json").write_text(
+        json.dumps({"norm_stats": {"state": stats, "actions": stats}}))
+    node = InferenceNode(context=rclpy_context, cli_args=args)
     try:
         assert node.model.description.startswith(f"openpi checkpoint {directory}")
         assert "assets/trossen/norm_stats.json (quantile)" in node.model.description

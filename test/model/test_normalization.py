@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from oxygen_ros.model.normalization import MissingStatistics, load_lerobot, load_openpi
+from oxygen_ros.model.normalization import (MissingStatistics, check_joints, load_lerobot,
+                                            load_openpi)
 
 STATS = {"mean": 1.0, "std": 0.5, "min": -4.0, "max": 4.0, "q01": -2.0, "q99": 2.0,
          "q10": -1.0, "q90": 3.0}
@@ -77,6 +78,37 @@ def test_lerobot_statistics_crossed_or_with_a_negative_std_are_refused(tmp_path)
         load_lerobot(directory, mapping("QUANTILES", "QUANTILES"))
     with pytest.raises(ValueError, match=r"observation.state: std below 0 in dimensions \[2\]"):
         load_lerobot(directory, mapping("MEAN_STD", "MIN_MAX"))
+
+
+def test_lerobot_files_that_disagree_are_refused_naming_both(tmp_path):
+    directory = lerobot_dir(tmp_path)
+    save_file({"action.q01": np.full(4, -20.0, np.float32),
+               "action.q99": np.full(4, 2.0, np.float32)},
+              str(tmp_path / "policy_postprocessor_step_0_unnormalizer_processor.safetensors"))
+    with pytest.raises(ValueError, match=r"policy_postprocessor_step_0_unnormalizer_processor"
+                                         r"\.safetensors and .*policy_preprocessor_step_0_"
+                                         r"normalizer_processor\.safetensors disagree on "
+                                         r"action\.q01"):
+        load_lerobot(directory, mapping("QUANTILES", "QUANTILES"))
+    # the same values in both files (lerobot writes them so) are one set
+    save_file({"action.q01": np.full(4, -2.0, np.float32),
+               "action.q99": np.full(4, 2.0, np.float32)},
+              str(tmp_path / "policy_postprocessor_step_0_unnormalizer_processor.safetensors"))
+    norm = load_lerobot(directory, mapping("QUANTILES", "QUANTILES"))
+    np.testing.assert_allclose(norm.unnormalize_actions(np.full((1, 4), 0.5)), 1.0)
+
+
+def test_the_robots_joints_must_be_the_dimensions_the_statistics_cover(tmp_path):
+    norm = load_lerobot(lerobot_dir(tmp_path), mapping("QUANTILES", "QUANTILES"))
+    check_joints(norm, 4)
+    with pytest.raises(ValueError, match=r"5 joint_names, but the state statistics \(lerobot "
+                                         r".*\) have 4 dimensions: list the joints the "
+                                         r"checkpoint was trained on"):
+        check_joints(norm, 5)
+    actions_only = load_lerobot(tmp_path, mapping("IDENTITY", "QUANTILES"))
+    with pytest.raises(ValueError, match="3 joint_names, but the action statistics"):
+        check_joints(actions_only, 3)
+    check_joints(load_lerobot(tmp_path, mapping("IDENTITY", "IDENTITY")), 3)
 
 
 def openpi_dir(tmp_path, text):
