@@ -59,6 +59,8 @@ class CameraIngest(Node):
     def __init__(self, **kwargs):
         super().__init__("camera_ingest", **kwargs)
         ros_parameters.declare(self, ingest_specs(), " (read at start)", read_only=True)
+        ros_parameters.freeze_clock(self, lambda: "camera_ingest reads use_sim_time at start: "
+                                    "start it again with the new value")
         values = ros_parameters.values(self, ingest_specs())
         params = ingest_parameters(values)
         check_topics("camera_ingest", values, self.get_fully_qualified_name())

@@ -73,6 +73,7 @@ class InferenceNode(LifecycleNode):
         ros_parameters.declare(self, inference_specs(), SET_WHEN)
         ros_parameters.refuse_bad_values(self, inference_specs(), self._checked,
                                          lambda: None if self.engine is None else CONFIGURED)
+        ros_parameters.freeze_clock(self, lambda: None if self.engine is None else CONFIGURED)
         lost_responses.install()
         if self.get_parameter("autostart").value:
             if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:

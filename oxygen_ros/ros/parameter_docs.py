@@ -88,8 +88,9 @@ def render(config_dir: Path = CONFIG_DIR) -> str:
         "answers unsuccessful with the reason "
         "and the value stays. camera_ingest's parameters are read-only (read at start: "
         "restart it to change one); inference takes a new value only while unconfigured "
-        "(it reads them at configure: deactivate, cleanup, set, configure). "
-        "`ros2 param describe` shows each range and allowed value.",
+        "(it reads them at configure: deactivate, cleanup, set, configure). rclpy's own "
+        "`use_sim_time` goes alike (inference hands its clock to its control process at "
+        "configure). `ros2 param describe` shows each range and allowed value.",
         "",
         "A whole number where a float is declared is taken as that float (`control_rate_hz: "
         "60` in a YAML, `[-3, 3]` for a float list, `ros2 param set /inference "

@@ -5,7 +5,8 @@ A whole number given for a float parameter (`control_rate_hz: 60` in a YAML, `-p
 ...:=60`, `ros2 param set ... 60`, `[-3, 3]` for a float list) is taken as that float,
 as its writer means it; rclpy alone refuses its type. At start a value of another type
 is refused naming the parameter and the type it needs (at set time, rclpy's type check
-refuses it)."""
+refuses it). rclpy's own use_sim_time is refused as the node's parameters are, where the
+node took its clock at start (freeze_clock)."""
 
 from typing import Callable, Optional
 
@@ -96,6 +97,19 @@ def refuse_bad_values(node, specs: dict[str, Spec], check: Callable[[dict], obje
                 check(values(node, specs) | changes)
             except (ValueError, TypeError) as error:
                 reason = str(error)
+        return SetParametersResult(successful=reason is None, reason=reason or "")
+
+    node.add_on_set_parameters_callback(on_set)
+
+
+def freeze_clock(node, why: Callable[[], Optional[str]]) -> None:
+    """From now on setting rclpy's use_sim_time is refused, with why()'s reason, while why()
+    gives one: the node took its clock at start (or configure) and handed it on (a control
+    process started with it), so a change would leave its parts on two clocks. Called after
+    rclpy's own clock callback was added, so it is asked first and its refusal stops that
+    one."""
+    def on_set(parameters) -> SetParametersResult:
+        reason = why() if any(p.name == "use_sim_time" for p in parameters) else None
         return SetParametersResult(successful=reason is None, reason=reason or "")
 
     node.add_on_set_parameters_callback(on_set)

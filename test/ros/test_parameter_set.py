@@ -2,7 +2,8 @@
 process): a value the node's configure would refuse is refused at once with the reason, a
 good one is taken while the node is unconfigured (a whole number where a float is declared
 too, as a YAML or `ros2 param set ... 60` gives it), and none is taken (and silently
-ignored) while it runs; camera_ingest's parameters are read-only."""
+ignored) while it runs; camera_ingest's parameters are read-only. rclpy's own use_sim_time
+is refused alike (the node hands its clock on at configure, or reads it at start)."""
 
 import math
 
@@ -80,10 +81,17 @@ def test_inference_refuses_bad_values_with_the_reason_and_freezes_while_configur
     assert list(client.get_one("joint_lower_limits").double_array_value) == [-3.0] * 6
     wrong = client.set_one("control_rate_hz", "fast")
     assert not wrong.successful
+    # rclpy's own clock parameter is taken while unconfigured (configure hands it on)
+    assert client.set_one("use_sim_time", True).successful
+    assert client.set_one("use_sim_time", False).successful
     assert Lifecycle(probe, node).transition(Transition.TRANSITION_CONFIGURE, timeout=120.0)
     frozen = client.set_one("control_rate_hz", 70.0)
     assert not frozen.successful and "inference is configured" in frozen.reason
     assert client.get_one("control_rate_hz").double_value == 60.0
+    # its control process runs on the clock configure gave it: no second clock
+    clock = client.set_one("use_sim_time", True)
+    assert not clock.successful and "inference is configured" in clock.reason
+    assert client.get_one("use_sim_time").bool_value is False
     temperature, device, command = client.describe(["temperature", "device", "command_topic"])
     assert temperature.floating_point_range[0].to_value == 1000.0
     assert "cuda" in device.additional_constraints
@@ -99,3 +107,6 @@ def test_camera_ingest_parameters_are_read_only(processes, tmp_path, rclpy_conte
         result = client.set_one(name, value)
         assert not result.successful and "read-only" in result.reason, (name, result.reason)
     assert client.get_one("image_size").integer_value == 28
+    clock = client.set_one("use_sim_time", True)
+    assert not clock.successful and "reads use_sim_time at start" in clock.reason
+    assert client.get_one("use_sim_time").bool_value is False
