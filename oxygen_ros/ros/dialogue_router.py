@@ -30,6 +30,7 @@ reach their clients before the executor stops.
 
 import itertools
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
@@ -43,6 +44,7 @@ from oxygen_ros.ros import conversions
 
 MAX_REQUEST_CHARS = 4096   # longer request text is cut before tokenization (and counted)
 ASK_QUEUE_FACTOR, ASK_QUEUE_MIN, ASK_QUEUE_MAX = 4, 10, 4096
+WAIT_LOG_EVERY_S = 5.0    # a robot's "a dialogue request waits" line, at most this often
 # how long a finished goal's result can be asked for again: Jazzy's rclpy default; Kilted's
 # (10 s) left a client whose first result response was lost with status UNKNOWN
 RESULT_KEPT_S = 900
@@ -108,6 +110,7 @@ class DialogueRouter:
         self._open = 0                         # goals taken in, result not yet handed over
         self._ended: dict[bytes, _Goal] = {}   # goal id -> answer ended, not yet executed
         self._closing = False
+        self._wait_logged = -WAIT_LOG_EVERY_S     # when "a dialogue request waits" was said
         self.server = self._bind(server, (action_name, engine.config.max_pending_requests))
 
     def _bind(self, server, key: tuple):
@@ -235,19 +238,24 @@ class DialogueRouter:
 
     def _before_any_observation(self) -> None:
         """Say why an answer does not come: no observation has arrived yet to answer about
-        (it waits for one, and ends `timeout` after request_timeout_s)."""
-        if not self.engine.robot_of(self.robot).observed:
-            whose = f" of robot {self.robot}" if self.robot else ""
-            timeout = self.engine.config.request_timeout_s
-            dropped = self.counters["dropped_observations"]
-            why = (f"{dropped} arrived and were dropped as bad input (the log and /diagnostics "
-                   "name why)" if dropped else "check camera_ingest and its camera topics")
-            self.node.get_logger().warning(
-                f"a dialogue request waits: no observation{whose} has been usable yet to "
-                f"answer about ({why}); "
-                + (f"it ends 'timeout' after request_timeout_s ({timeout:g} s) if none comes"
-                   if timeout else "it waits until one comes (request_timeout_s 0)"),
-                throttle_duration_sec=5.0)
+        (it waits for one, and ends `timeout` after request_timeout_s); once in
+        WAIT_LOG_EVERY_S for this robot (each robot its own line), not for a refused robot,
+        whose requests end robot_refused at once."""
+        robot = self.engine.robot_of(self.robot)
+        now = time.monotonic()
+        if robot.observed or robot.refused or now < self._wait_logged + WAIT_LOG_EVERY_S:
+            return
+        self._wait_logged = now
+        whose = f" of robot {self.robot}" if self.robot else ""
+        timeout = self.engine.config.request_timeout_s
+        dropped = self.counters["dropped_observations"]
+        why = (f"{dropped} arrived and were dropped as bad input (the log and /diagnostics "
+               "name why)" if dropped else "check camera_ingest and its camera topics")
+        self.node.get_logger().warning(
+            f"a dialogue request waits: no observation{whose} has been usable yet to "
+            f"answer about ({why}); "
+            + (f"it ends 'timeout' after request_timeout_s ({timeout:g} s) if none comes"
+               if timeout else "it waits until one comes (request_timeout_s 0)"))
 
     def _end(self, goal: _Goal, reason: str) -> None:
         """The answer has ended: the goal executes now and its result is at hand."""

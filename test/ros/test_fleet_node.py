@@ -196,3 +196,29 @@ def test_servers_with_disjoint_robots_run_side_by_side_and_a_robot_named_twice_i
         feeder.close()
         for probe_ in probes.values():
             probe_.close()
+
+
+def test_each_robot_says_its_own_request_waits_for_a_first_observation(
+        tmp_path, processes, rclpy_context):
+    """No camera at all: a request to alpha and one to beta each wait and end timeout, and
+    the log names each robot (one robot's line does not silence the other's)."""
+    params = write_params(tmp_path / "params.yaml", inference={
+        "admission": False, "request_timeout_s": 2.0})
+    server = processes.start(executable("inference"), "--ros-args", "--params-file", params,
+                             "-p", f"robots:={list(ROBOTS)}")
+    probes = {robot: Probe(rclpy_context, robot) for robot in ROBOTS}
+    log = lambda: "".join(server.lines)  # noqa: E731
+    try:
+        assert spin_probes(probes.values(), 90.0, lambda: all(
+            p.requests.get_subscription_count() > 0 for p in probes.values())), log()[-3000:]
+        for probe in probes.values():
+            probe.requests.publish(String(data="what do you see?"))
+        assert spin_probes(probes.values(), 60.0, lambda: all(
+            any(m.final for m in p.dialogue) for p in probes.values())), log()[-3000:]
+        for robot, probe in probes.items():
+            assert [m.finish_reason for m in probe.dialogue if m.final] == ["timeout"]
+            assert (f"a dialogue request waits: no observation of robot {robot} has been "
+                    "usable yet") in log(), log()[-3000:]
+    finally:
+        for probe in probes.values():
+            probe.close()
