@@ -153,4 +153,15 @@ def engine_values(engine) -> dict:
         "robots_shed": engine.counters["robots_shed"],            # admission at run time
         "robots_readmitted": engine.counters["robots_readmitted"],
         "compiled_calls_run_eager": engine.model.eager_calls,     # torch_compile on a CPU
-    }
+    } | kv_bytes_by_owner(pool)
+
+
+KV_OWNERS = ("prefix", "dialogue", "memory")   # always in /diagnostics, 0 when none
+
+
+def kv_bytes_by_owner(pool) -> dict:
+    """kv_bytes_<owner>: the pool's bytes per owner, each of KV_OWNERS always (a monitor
+    sees 0, not a gap) and any other owner while it holds pages."""
+    held = pool.bytes_by_owner()
+    return {f"kv_bytes_{owner}": held.pop(owner, 0) for owner in KV_OWNERS} | {
+        f"kv_bytes_{owner}": n for owner, n in held.items()}

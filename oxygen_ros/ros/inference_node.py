@@ -273,8 +273,7 @@ class InferenceNode(LifecycleNode):
             "tokens_per_s": (engine.counters["tokens"] - tokens_before) / max(now - since, 1e-6),
         } | inference_health.engine_values(engine) | {
             "lost_responses": lost_responses.count(),
-        } | {f"kv_bytes_{owner}": n for owner, n in engine.cache.pool.bytes_by_owner().items()} \
-          | dict(self.counters)
+        } | dict(self.counters)
         statuses = [port.status(shared | inference_health.robot_values(engine, name),
                                 self._thread.is_alive(), self._active, self.dry_run,
                                 self.torch_threads) for name, port in self.ports.items()]

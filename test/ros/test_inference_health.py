@@ -7,9 +7,11 @@ import sys
 import threading
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from oxygen_ros.engine.config import EngineConfig
+from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.ros.inference_health import Health, engine_values, robot_values
 
@@ -126,3 +128,14 @@ def test_the_diagnostics_read_safely_while_other_threads_change_what_they_read(t
     assert errors == []
     assert robot_values(engine, "")["waiting_for_observation"] == 20
     assert robot_values(engine, "")["pending_requests"] == 20
+
+
+def test_the_kv_bytes_of_each_owner_are_always_reported(tiny_model):
+    engine = OxygenEngine(tiny_model, EngineConfig(camera_names=("base",), memory_period_s=0))
+    owners = ("kv_bytes_prefix", "kv_bytes_dialogue", "kv_bytes_memory")
+    assert {key: engine_values(engine)[key] for key in owners} == dict.fromkeys(owners, 0)
+    image = np.zeros((28, 28, 3), np.uint8)
+    engine.step(Observation({"base": image}, np.zeros(6), "look", 0.0))   # its prefix stays
+    values = engine_values(engine)
+    assert values["kv_bytes_prefix"] > 0
+    assert values["kv_bytes_dialogue"] == values["kv_bytes_memory"] == 0
