@@ -133,6 +133,11 @@ def _stats(entry, mode: str, style: str, what: str) -> Stats:
         rule = "std below 0" if mode == "mean_std" else f"{keys[0]} above {keys[1]}"
         raise ValueError(f"{what}: {rule} in dimensions {bad.tolist()} (swapped or corrupt "
                          "statistics: the robot would get mirrored values)")
+    with np.errstate(over="ignore"):      # actions leave as float32
+        huge = np.flatnonzero(~np.isfinite((np.abs(low) + np.abs(high)).astype(np.float32)))
+    if len(huge):
+        raise ValueError(f"{what}: {keys} in dimensions {huge.tolist()} span more than a float32 "
+                         "holds (corrupt statistics: the actions would come out inf or NaN)")
     return Stats(low, high, mode, style)
 
 

@@ -78,6 +78,11 @@ def test_lerobot_statistics_crossed_or_with_a_negative_std_are_refused(tmp_path)
         load_lerobot(directory, mapping("QUANTILES", "QUANTILES"))
     with pytest.raises(ValueError, match=r"observation.state: std below 0 in dimensions \[2\]"):
         load_lerobot(directory, mapping("MEAN_STD", "MIN_MAX"))
+    overflowing = lerobot_dir(tmp_path, **{"action.q01": [-3e38, -2.0, -2.0, -2.0],
+                                           "action.q99": [3e38, 2.0, 2.0, 2.0]})
+    with pytest.raises(ValueError, match=r"action: \('q01', 'q99'\) in dimensions \[0\] span "
+                                         r"more than a float32 holds"):
+        load_lerobot(overflowing, mapping("QUANTILES", "QUANTILES"))
 
 
 def test_lerobot_files_that_disagree_are_refused_naming_both(tmp_path):
