@@ -59,12 +59,12 @@ class RunTimeAdmission:
         self.room_frames = 0
 
     def review_admission(self, served: Sequence[Robot]) -> None:
-        """Admission at run time, after a frame that served `served`. A running robot (served, plan in force)
-        with SHED_AFTER paths since the last change is judged on the newest SHED_AFTER less
-        the slowest (one stall sheds nobody). If they say its plan cannot be kept fed, the
-        running robots are cut to the most (at least the first) whose calibrated action
-        path, in proportion to its newest path (the load now), would keep it fed; the rest
-        are shed. Else the first refused robot — shed, or refused at start-up — is served
+        """Admission at run time, after a frame that served `served`. A running robot
+        (served, plan in force) with SHED_AFTER paths since the last change is judged on the
+        newest SHED_AFTER less the slowest (one stall sheds nobody). If they say its plan
+        cannot be kept fed, the running robots are cut to the most (at least the first)
+        whose calibrated action path, in proportion to its newest path (the load now), would
+        keep it fed; the rest are shed. Else the first refused robot — shed, or refused at start-up — is served
         once, for READMIT_AFTER of the first running robot's frames in a row (x 2 for each
         time it was shed, at most x 8; robots on other phases judge in between, but do not
         count), every running robot's paths since the last change, each scaled from the
@@ -106,7 +106,7 @@ class RunTimeAdmission:
         joining = refused[0]
         if self.room_frames >= READMIT_AFTER * 2 ** min(joining.times_shed, 3):
             joining.refused = ""
-            joining.timing.action_path.clear()   # its paths before the shed say nothing now
+            joining.timing.forget_action_paths()   # those before the shed say nothing now
             for seconds in predicted[running[0].name]:
                 joining.timing.observe_action_path(seconds, serving + 1)
             self.counters["robots_readmitted"] += 1

@@ -101,6 +101,11 @@ class FrameTiming:
         self.path_robots.append(robots)
         self.observed += 1
 
+    def forget_action_paths(self) -> None:
+        """Drop every action path observed (they say nothing of what comes)."""
+        self.action_path.clear()
+        self.path_robots.clear()
+
     def observe_age(self, seconds: float) -> None:
         self.ages.append(max(0.0, seconds))
 

@@ -14,6 +14,7 @@ from engine_helpers import Events, TimedModel, config, stream
 
 from oxygen_ros.engine.clock import ManualClock
 from oxygen_ros.engine.frame_loop import FrameLoop
+from oxygen_ros.engine.frame_timing import FrameTiming
 from oxygen_ros.engine.admission import READMIT_AFTER, SHED_AFTER
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.engine.pool_size import request_tokens
@@ -352,6 +353,17 @@ def test_a_refused_robot_waits_for_the_first_robots_frames_whatever_the_others_p
     assert engine.counters["robots_readmitted"] == 1
     assert engine.counters["deadline_misses"] == 0
 
+
+
+def test_each_action_path_keeps_the_robots_its_frame_served():
+    timing = FrameTiming(config(frame_period_s=PERIOD), 10)
+    timing.observe_action_path(0.05, 2)
+    timing.observe_action_path(0.03)
+    assert timing.recent_frames(5) == [(0.05, 2), (0.03, 1)]
+    assert timing.recent_frames(1) == [(0.03, 1)] and timing.recent_frames(0) == []
+    timing.forget_action_paths()        # a readmitted robot's paths before its shed
+    timing.observe_action_path(0.04, 3)
+    assert timing.recent_frames(5) == [(0.04, 3)]
 
 def test_a_load_that_only_one_robot_survives_sheds_the_other_three_at_once(tiny_model):
     # 4 robots: 110 ms a frame, quiet; at 6x, even 2 robots' path (200 ms) starves the
