@@ -13,6 +13,7 @@ from oxygen_ros.cli.options import (LONGEST_TIME_S, LONGEST_WAIT_S, add_dtype, a
                                     bounded, chosen_config, launch_arguments, node_ros_args,
                                     param_overrides, planned_inference, ros_environment,
                                     usage_error)
+from oxygen_ros.model.config import STATE_PROMPTS
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -219,6 +220,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     try:
         info = checkpoint.inspect(args.checkpoint, tuple(args.heads or ()) or None,
                                   args.vision_heads)
+        if args.state_prompt:
+            info.config = info.config.with_(state_prompt=args.state_prompt)
         checkpoint.match_tensors(info)
         checkpoint.check_tied(info)
         normalization = checkpoint_normalization(info, args.asset_id, args.normalization)
@@ -360,6 +363,9 @@ def add_commands(sub) -> None:
                          help="checkpoint (default, the node's normalization: ''): its "
                               "statistics must be there; identity (the node's normalization: "
                               "identity): none needed")
+    inspect.add_argument("--state-prompt", default="", choices=STATE_PROMPTS,
+                         help="how the state enters the prompt, as the node's state_prompt "
+                              "(default: as the checkpoint's layout was trained)")
     inspect.add_argument("--tokenizer", default="",
                          help="PaliGemma SentencePiece .model file, as the node's tokenizer "
                               "(a π0.5 checkpoint needs it; default: none, which only a "

@@ -77,14 +77,16 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
                device: str = "cpu", dtype: str = "float32", seed: int = 0,
                prefix_attention: Optional[str] = None, asset_id: str = "",
                normalization: str = "", heads: Optional[tuple] = None,
-               vision_heads: int = 0, state_prompt: str = "") -> LoadedModel:
+               vision_heads: int = 0, state_prompt: str = "", joints: int = 0) -> LoadedModel:
     """normalization: "" uses the checkpoint's statistics (an error if it should have them
     and does not), "identity" none. state_prompt: how the state enters the prompt
     (config.STATE_PROMPTS; "": as the checkpoint's layout was trained, padded for presets).
-    heads: (heads, kv heads, head_dim) for Gemma variants the loader does not know;
-    vision_heads likewise for SigLIP. dtype auto: bfloat16 where
-    the device has bf16 matrix units (model/precision.py); the description says why. A
-    device this torch cannot run on is a ValueError saying why (model/devices.py)."""
+    joints: the robot's joint count, checked against the statistics before the weights are
+    read (normalization.check_joints; 0: not checked). heads: (heads, kv heads, head_dim)
+    for Gemma variants the loader does not know; vision_heads likewise for SigLIP. dtype
+    auto: bfloat16 where the device has bf16 matrix units (model/precision.py); the
+    description says why. A device this torch cannot run on is a ValueError saying why
+    (model/devices.py)."""
     if problem := device_problem(device):
         raise ValueError(f"device {device}: {problem}")
     dtype, why = resolve_dtype(dtype, device)
@@ -93,12 +95,17 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
                          f"{normalization!r}")
     if checkpoint:
         checkpoint = str(resolve(checkpoint))
+        # what the header and the small files say is checked before the weights are read
+        info = checkpoints.inspect(checkpoint, heads, vision_heads)
+        text = checkpoint_tokenizer(info.config, tokenizer)
+        norm = checkpoint_normalization(info, asset_id, normalization)
+        if joints:
+            norms.check_joints(norm, joints,
+                               state_read=(state_prompt or info.config.state_prompt) != "none")
         model, info = checkpoints.load(checkpoint, device, DTYPES[dtype], prefix_attention,
                                        heads=heads, vision_heads=vision_heads,
                                        state_prompt=state_prompt)
-        text = checkpoint_tokenizer(model.config, tokenizer)
         directory = info.path.parent
-        norm = checkpoint_normalization(info, asset_id, normalization)
         return LoadedModel(model, text, f"{info.format} checkpoint {directory} "
                            f"({info.num_parameters / 1e6:.1f} M parameters, {dtype} ({why}) "
                            f"on {device}; normalization: {norm.source}; state in the prompt: "

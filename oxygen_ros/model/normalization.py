@@ -82,17 +82,19 @@ def check_widths(normalization: "Normalization", state_dim: int, action_dim: int
                              f"{width} ({setting}): the checkpoint's files disagree")
 
 
-def check_joints(normalization: "Normalization", joints: int) -> None:
+def check_joints(normalization: "Normalization", joints: int, state_read: bool = True) -> None:
     """The robot's joints are the dimensions the statistics were computed over: as many
-    state values (each normalized, then in the prompt) and action dimensions (each command
-    back in robot units). Else a ValueError: the extra values would pass unnormalized."""
-    for stats, what in ((normalization.state, "state"), (normalization.actions, "action")):
+    state values (each normalized, then in the prompt; unless the model does not read the
+    state: state_read false) and action dimensions (each command back in robot units).
+    Else a ValueError: the extra values would pass unnormalized."""
+    checked = (((normalization.state, "state"),) if state_read else ()) + (
+        (normalization.actions, "action"),)
+    for stats, what in checked:
         if stats is not None and len(stats.low) != joints:
             raise ValueError(
                 f"{joints} joint_names, but the {what} statistics ({normalization.source}) "
                 f"have {len(stats.low)} dimensions: list the joints the checkpoint was trained "
-                f"on, in its order (a {what} value without statistics would pass "
-                "unnormalized)")
+                f"on, in its order (a value without statistics would pass unnormalized)")
 
 
 class MissingStatistics(ValueError):

@@ -39,7 +39,6 @@ from oxygen_ros.engine.memory_release import return_freed_memory
 from oxygen_ros.engine.oxygen import OxygenEngine
 from oxygen_ros.engine.threads import apply_torch_threads
 from oxygen_ros.model.loading import load_model
-from oxygen_ros.model.normalization import check_joints
 from oxygen_ros.ros import diagnostics, inference_health, lost_responses, qos, ros_parameters
 from oxygen_ros.ros.config_check import check_topics
 from oxygen_ros.ros.diagnostics import guarded
@@ -176,13 +175,13 @@ class InferenceNode(LifecycleNode):
                                 heads=(params.attention_heads, params.attention_kv_heads,
                                        params.attention_head_dim),
                                 vision_heads=params.vision_heads,
-                                state_prompt=params.state_prompt)
+                                state_prompt=params.state_prompt,
+                                joints=len(params.joint_names))
         model = self.model.model.config
         self.image_size = model.vision.image_size
         if len(params.joint_names) > model.action_dim:
             raise ValueError(f"{len(params.joint_names)} joints but the model acts on "
                              f"{model.action_dim} dimensions")
-        check_joints(self.model.normalization, len(params.joint_names))
         if len(config.camera_names) > model.num_cameras:
             self.get_logger().warning(
                 f"{len(config.camera_names)} cameras but the model was made for "

@@ -365,6 +365,20 @@ def test_each_action_path_keeps_the_robots_its_frame_served():
     timing.observe_action_path(0.04, 3)
     assert timing.recent_frames(5) == [(0.04, 3)]
 
+
+def test_the_robots_kept_are_sized_from_the_robots_of_the_judged_path(tiny_model):
+    # calibrated (action path + 10 ms prefill a robot): 1 robot 30 ms, 2 robots 80 ms,
+    # 3 robots 230 ms; the 0.4 s plan is fed by a path up to about 150 ms
+    engine, _, _ = fleet(tiny_model, ["a", "b", "c"], admission=False,
+                         actions=lambda batch: {1: 0.02, 2: 0.06}.get(batch, 0.2))
+    running, a = list(engine.robots.values()), engine.robots["a"]
+    # 300 ms alone on its phase: two robots in one frame would take 800 ms; keep one
+    a.timing.observe_action_path(0.3, 1)
+    assert engine.robots_kept(running, a) == 1
+    # 250 ms with all three in its frame: two would take about 90 ms; keep two
+    a.timing.observe_action_path(0.25, 3)
+    assert engine.robots_kept(running, a) == 2
+
 def test_a_load_that_only_one_robot_survives_sheds_the_other_three_at_once(tiny_model):
     # 4 robots: 110 ms a frame, quiet; at 6x, even 2 robots' path (200 ms) starves the
     # 0.4 s plan and one robot's (70 ms) does not

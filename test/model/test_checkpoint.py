@@ -549,6 +549,9 @@ def test_inspect_command_prints_format_dims_parameters_and_memory(tmp_path, refe
         in result.stdout
     assert "prompt      state padded (padded to max_state_dim 32), at most 200 tokens" \
         in result.stdout
+    bare = subprocess.run(command + ["--tokenizer", tokenizer, "--state-prompt", "none"],
+                          capture_output=True, text=True, timeout=120)
+    assert "prompt      state none, at most 200 tokens" in bare.stdout, bare.stderr
     # a pool the node would refuse: three cameras' 4 image tokens and a 200-token prompt
     small = subprocess.run(command[:5] + ["--kv-pages", "14", "--tokenizer", tokenizer],
                            capture_output=True, text=True, timeout=120)

@@ -114,6 +114,14 @@ def test_the_robots_joints_must_be_the_dimensions_the_statistics_cover(tmp_path)
     with pytest.raises(ValueError, match="3 joint_names, but the action statistics"):
         check_joints(actions_only, 3)
     check_joints(load_lerobot(tmp_path, mapping("IDENTITY", "IDENTITY")), 3)
+    # a model that does not read the state (state_prompt none): only the actions must match
+    check_joints(norm, 4, state_read=False)
+    (tmp_path / "libero").mkdir()
+    libero = lerobot_dir(tmp_path / "libero", **{"action.q01": np.full(3, -2.0),
+                                                 "action.q99": np.full(3, 2.0)})
+    with pytest.raises(ValueError, match="3 joint_names, but the state statistics"):
+        check_joints(load_lerobot(libero, mapping("QUANTILES", "QUANTILES")), 3)
+    check_joints(load_lerobot(libero, mapping("QUANTILES", "QUANTILES")), 3, state_read=False)
 
 
 def openpi_dir(tmp_path, text):
