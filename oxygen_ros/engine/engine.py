@@ -282,10 +282,8 @@ class EngineCore:
 
     def emit_chunk(self, frame_id: int, observation: Observation, actions, start: float,
                    began: float, robots: int = 1) -> ActionChunk:
-        """The frame's chunk is out: it becomes the plan in force (late if it arrived after
-        the previous plan needed its successor) unless it holds NaN or inf, which the node
-        drops (non_finite_chunk) and the plan in force stays. `robots`: how many robots the
-        frame served (its action path is theirs together)."""
+        """The chunk of a frame of `robots` robots is out: the plan in force (late if after
+        the previous plan needed it), unless NaN or inf: the node drops it (non_finite_chunk)."""
         robot = self.robot_of(observation.robot)
         arrival = self.clock.now()
         robot.timing.observe_action_path(arrival - began, robots)
