@@ -271,15 +271,16 @@ def inspect(path: str | Path, heads: Optional[tuple] = None, vision_heads: int =
     return Checkpoint(weights, fmt, prefix, config, raw, params, shapes, stored_dtypes)
 
 
-def load(path: str | Path, device: str | torch.device = "cpu",
+def load(path: str | Path | Checkpoint, device: str | torch.device = "cpu",
          dtype: torch.dtype = torch.float32, prefix_attention: Optional[str] = None,
          strict: bool = True, heads: Optional[tuple] = None, vision_heads: int = 0,
          state_prompt: str = "") -> tuple[Pi05Model, Checkpoint]:
     """Build the model a checkpoint describes and fill it with the checkpoint's tensors,
     memory-mapped (model/safetensors_file.py). In bfloat16 the parameters its reference
     implementation keeps in float32 stay so. `state_prompt` overrides how the layout puts
-    the state in the prompt."""
-    info = inspect(path, heads, vision_heads)
+    the state in the prompt. `path` may be what `inspect` returned for it (heads and
+    vision_heads then as they were inspected)."""
+    info = path if isinstance(path, Checkpoint) else inspect(path, heads, vision_heads)
     config = info.config
     if prefix_attention:
         config = config.with_(prefix_attention=prefix_attention)

@@ -102,8 +102,7 @@ def load_model(preset: str = "small", checkpoint: str = "", tokenizer: str = "",
         if joints:
             norms.check_joints(norm, joints,
                                state_read=(state_prompt or info.config.state_prompt) != "none")
-        model, info = checkpoints.load(checkpoint, device, DTYPES[dtype], prefix_attention,
-                                       heads=heads, vision_heads=vision_heads,
+        model, info = checkpoints.load(info, device, DTYPES[dtype], prefix_attention,
                                        state_prompt=state_prompt)
         directory = info.path.parent
         return LoadedModel(model, text, f"{info.format} checkpoint {directory} "

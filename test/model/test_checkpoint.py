@@ -152,11 +152,12 @@ def test_both_layouts_load_into_a_model_that_computes_exactly_the_same(tmp_path,
     assert info.config.vision == CONFIG.vision and info.config.vlm == CONFIG.vlm
     assert info.config.expert == CONFIG.expert and info.config.action_horizon == 5
     assert info.config.vocab_size == 512 and info.config.action_dim == 32
-    model, _ = checkpoint.load(directory)
     expected_actions, expected_tokens = outputs(reference)
-    actions, tokens = outputs(model)
-    assert torch.equal(actions, expected_actions)
-    assert tokens == expected_tokens and len(set(tokens)) > 3
+    for source in (directory, info):     # a path, or what inspect read of it
+        model, _ = checkpoint.load(source)
+        actions, tokens = outputs(model)
+        assert torch.equal(actions, expected_actions)
+        assert tokens == expected_tokens and len(set(tokens)) > 3
 
 
 def test_weights_load_as_bfloat16_by_parameter(tmp_path, reference):
