@@ -24,7 +24,7 @@ from oxygen_ros.ros.control_dds import control_environment
 
 PLAN, OBSERVED, STATE, READY, STATUS = b"P", b"O", b"S", b"R", b"T"
 COUNTERS = ("commands", "held_commands", "clamped_values", "watchdog_trips",
-            "non_finite_command", "chunk_after_stop")
+            "non_finite_command", "chunk_after_stop", "hold_trajectories")
 _PLAN = struct.Struct("<ddddII")          # stamp, dt, now, observed, steps, joints
 _STATUS = struct.Struct(f"<{len(COUNTERS)}q?dI")  # increments, stale, sent at, command times
 TIMES_KEPT = 2000      # command times: two seconds at the highest control_rate_hz
@@ -90,6 +90,8 @@ class ControlSettings:
     blend_s: float
     publish: bool
     use_sim_time: bool
+    trajectory_topic: str = ""     # where a stop's hold trajectory goes ("": none)
+    joint_names: tuple = ()
 
     def argv(self, fd: int) -> list[str]:
         return [sys.executable, "-m", "oxygen_ros.ros.control_process",
@@ -98,6 +100,8 @@ class ControlSettings:
                 "--blend", repr(self.blend_s), "--lower", *map(repr, self.lower),
                 "--upper", *map(repr, self.upper)] \
             + (["--hold"] if self.hold else []) + ([] if self.publish else ["--dry-run"]) \
+            + (["--trajectory-topic", self.trajectory_topic, "--joints", *self.joint_names]
+               if self.trajectory_topic else []) \
             + ["--ros-args", "-r", f"__node:={self.node_name}_control",
                "-r", f"__ns:={self.namespace}",
                "-p", f"use_sim_time:={str(self.use_sim_time).lower()}",

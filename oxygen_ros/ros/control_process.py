@@ -5,7 +5,9 @@ The whole process runs SCHED_FIFO at control_priority where the OS allows (every
 it: one that holds the interpreter lock must not wait for the CPU while a tick is due).
 Its control loop (ControlLoop) runs the CommandGate — watchdog,
 NaN guard, clamps, held steps — over an ActionStream of the node's plans; its main thread
-takes the node's messages. It has no services (nothing here waits on a client) and ends
+takes the node's messages. When the watchdog stops the actions or the node deactivates, it
+also sends a trajectory that holds the last command (a joint_trajectory_controller would
+otherwise play the last chunk's trajectory to its end). It has no services (nothing here waits on a client) and ends
 when the node's socket closes, on SIGINT or SIGTERM, or when a tick raised (exit code 1:
 the node reports the control process stopped)."""
 
@@ -23,7 +25,9 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
+from builtin_interfaces.msg import Duration
 from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from oxygen_ros.engine.action_stream import ActionStream
 from oxygen_ros.ros import control_link, qos
@@ -37,6 +41,11 @@ class ControlProcess:
         self.monotonic = monotonic
         self.publish = not args.dry_run
         self.publisher = node.create_publisher(Float64MultiArray, args.topic, qos.COMMAND)
+        self.trajectories = node.create_publisher(
+            JointTrajectory, args.trajectory_topic, qos.RELIABLE) \
+            if self.publish and args.trajectory_topic else None
+        self.joints = list(args.joints)
+        self.period = 1.0 / args.rate
         self.counters: Counter = Counter()
         self.gate = CommandGate(args.lower, args.upper, args.watchdog, args.hold, self.counters)
         self.stream = ActionStream(args.blend)
@@ -59,6 +68,8 @@ class ControlProcess:
         elif kind == control_link.OBSERVED:
             self.stops.observation(fields[0])
         elif kind == control_link.STATE:
+            if self.active and not fields[0]:
+                self._hold_trajectory(self.gate.last_command)
             self.active = fields[0]
             self.gate.restart()
             self.stream.clear()
@@ -78,6 +89,7 @@ class ControlProcess:
         if tick.tripped:
             self.stream.clear()
             self.stops.stop(newest)
+            self._hold_trajectory(self.gate.last_command)
             self.logger.error(f"no fresh observation for {age or float('inf'):.3f} s: "
                          "watchdog stops new actions")
         if tick.resumed:
@@ -91,6 +103,18 @@ class ControlProcess:
             self.counters["commands"] += 1
             if self.publish:
                 self.publisher.publish(Float64MultiArray(data=tick.command.tolist()))
+
+    def _hold_trajectory(self, command) -> None:
+        """Replace the trajectory in force with one point at `command` (None: nothing was
+        commanded, nothing to replace). Stamp zero: it starts on receipt (a stamped one
+        ending now would be refused as in the past); one control tick to get there."""
+        if self.trajectories is None or command is None:
+            return
+        msg = JointTrajectory(joint_names=self.joints)
+        msg.points.append(JointTrajectoryPoint(
+            positions=command.tolist(), time_from_start=Duration(nanosec=round(self.period * 1e9))))
+        self.trajectories.publish(msg)
+        self.counters["hold_trajectories"] += 1
 
     def _report(self) -> None:
         increments = [self.counters[name] - self._reported[name]
@@ -116,6 +140,8 @@ def parse(argv):
     parser.add_argument("--blend", type=float, default=0.0)
     parser.add_argument("--hold", action="store_true")
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--trajectory-topic", default="")
+    parser.add_argument("--joints", nargs="*", default=[])
     return parser.parse_args(argv)
 
 

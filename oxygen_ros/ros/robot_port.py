@@ -85,7 +85,8 @@ class RobotPort:
         self.control = control_link.running_link(self.control, ControlSettings(
             node.get_name() + (f"_{name}" if name else ""), node.get_namespace(),
             node.resolve_topic_name(robot_topic(name, params.command_topic)),
-            **control_settings))
+            trajectory_topic=node.resolve_topic_name(robot_topic(name, params.trajectory_topic)),
+            joint_names=tuple(params.joint_names), **control_settings))
         if self.control.refused:
             node.get_logger().warning(f"{self.label()}control loop: {self.control.scheduling}")
         self.refusal = self.robot.refused        # as last logged

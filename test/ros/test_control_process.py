@@ -1,28 +1,35 @@
 """The control process's handling of the node's messages, in-process on a real rclpy node
 and a socketpair, its monotonic clock driven by the test: a chunk that a frame finishes
 after the watchdog stopped the actions is not played when observations come back. And
-the node's link to a real control process that stops reading: messages lost, counted."""
+the node's link to a real control process that stops reading: messages lost, counted. A
+stop's trajectory, received by a real subscriber."""
 
 import os
 import signal
 import socket
+import time
 
 import numpy as np
+import pytest
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+from trajectory_msgs.msg import JointTrajectory
 
-from oxygen_ros.ros import control_link
+from oxygen_ros.ros import control_link, qos
 from oxygen_ros.ros.control_process import ControlProcess, parse
 
 WATCHDOG_S = 0.5
+TRAJECTORIES = "/test_trajectory"
 
 
-def start(rclpy_context, hold=False):
+def start(rclpy_context, hold=False, trajectories=False):
     node = Node("control_under_test", context=rclpy_context)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     clock = [100.0]
     args = parse(["--fd", str(theirs.fileno()), "--topic", "/test_commands", "--rate", "50",
-                  "--watchdog", str(WATCHDOG_S), "--lower", "-9", "-9", "--upper", "9", "9",
-                  "--dry-run"] + (["--hold"] if hold else []))
+                  "--watchdog", str(WATCHDOG_S), "--lower", "-9", "-9", "--upper", "9", "9"]
+                 + (["--trajectory-topic", TRAJECTORIES, "--joints", "a", "b"] if trajectories
+                    else ["--dry-run"]) + (["--hold"] if hold else []))
     control = ControlProcess(node, theirs, args, monotonic=lambda: clock[0])
     control.take(control_link.state_message(True))
     return node, control, clock, (ours, theirs)
@@ -109,6 +116,56 @@ def test_with_hold_the_last_command_is_held_until_a_fresh_chunk_comes(rclpy_cont
         assert control.gate.last_command.tolist() == [1.0, 1.0]    # not the late chunk's 2.0
         assert control.counters["held_commands"] == held + 1
     finally:
+        node.destroy_node()
+        for end in sockets:
+            end.close()
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_a_stop_and_a_deactivate_each_send_a_trajectory_holding_the_last_command(
+        rclpy_context, hold):
+    """A joint_trajectory_controller plays the last chunk's trajectory to its end unless a
+    new one replaces it: the watchdog's stop and a deactivate each send one point at the
+    last command; nothing before any command (a deactivate with nothing commanded)."""
+    node, control, clock, sockets = start(rclpy_context, hold=hold, trajectories=True)
+    listener = Node("trajectory_listener", context=rclpy_context)
+    received = []
+    listener.create_subscription(JointTrajectory, TRAJECTORIES, received.append, qos.RELIABLE)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(listener)
+
+    def spin_until(done, seconds=30.0):
+        deadline = time.monotonic() + seconds
+        while not done() and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.05)
+        return done()
+
+    try:
+        assert spin_until(lambda: control.trajectories.get_subscription_count() > 0)
+        control.take(control_link.state_message(False))       # nothing commanded yet
+        control.take(control_link.state_message(True))
+        control.take(control_link.observed_message(100.0))
+        control.take(plan(node, 1.0, observed=100.0))
+        assert commanded(control) == 1.0
+        clock[0] = 100.0 + WATCHDOG_S + 0.02                  # the camera went quiet
+        control._command()
+        assert control.counters["watchdog_trips"] == 1
+        assert spin_until(lambda: len(received) == 1)
+        control.take(control_link.observed_message(101.0))   # back, and a fresh chunk
+        clock[0] = 101.0
+        control.take(plan(node, 2.0, observed=101.0))
+        assert commanded(control) == 2.0
+        control.take(control_link.state_message(False))      # deactivated
+        assert spin_until(lambda: len(received) == 2)
+        for msg, value in zip(received, (1.0, 2.0)):
+            assert msg.joint_names == ["a", "b"] and len(msg.points) == 1
+            assert list(msg.points[0].positions) == [value, value]
+            assert msg.points[0].time_from_start.nanosec == 20_000_000     # one tick at 50 Hz
+            assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (0, 0)  # on receipt
+        assert control.counters["hold_trajectories"] == 2
+    finally:
+        executor.shutdown()
+        listener.destroy_node()
         node.destroy_node()
         for end in sockets:
             end.close()
