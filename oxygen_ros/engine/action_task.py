@@ -29,7 +29,8 @@ class ActionTask:
                 execution_horizon=config.rtc_execution_horizon or model.config.action_horizon,
                 prefix_attention_schedule=config.rtc_prefix_attention_schedule,
                 max_guidance_weight=config.rtc_max_guidance_weight,
-                guidance=config.rtc_guidance)
+                guidance=config.rtc_guidance,
+                least_overlap=math.ceil(config.blend_s / config.action_dt_s - 1e-9))
         self.plan: Optional[tuple[torch.Tensor, float]] = None  # (normalized [H, A], stamp)
         self.inference_delay = 0      # steps frozen in the last chunk (0: not guided)
         self.guided = False           # the last chunk was made with RTC

@@ -46,8 +46,11 @@ class EngineConfig:
         "rtc", "how a new chunk takes over: rtc (Real-Time Chunking: denoised to continue "
                "the plan in force, no fade), crossfade (over blend_s) or none",
         choices=SWITCHES)
-    blend_s: float = parameter(0.1, "chunk_switch crossfade: fade from the old to the new "
-                                    "chunk this long", range=(0.0, 60.0))
+    blend_s: float = parameter(0.1, "how long a new chunk takes over in: crossfade fades "
+                                    "from the old chunk this long, rtc guides at least this "
+                                    "long after the frozen steps; a successor is due this "
+                                    "long before the plan in force runs out (none: 0)",
+                               range=(0.0, 60.0))
     rtc_guidance: str = parameter(
         "error", "rtc: error (lerobot 0.6.1's, no backward pass) or vjp (the paper's, a "
                  "backward pass through the action expert)", choices=GUIDANCE)
@@ -62,7 +65,7 @@ class EngineConfig:
         range=(0.0, 1e6))
     deadline_margin_s: float = parameter(
         0.02, "a successor chunk is due this long before the plan in force runs out (with "
-              "chunk_switch crossfade: on top of blend_s)", range=(0.0, 60.0))
+              "chunk_switch rtc or crossfade: on top of blend_s)", range=(0.0, 60.0))
     language_floor: float = parameter(0.1, "share of frame_period_s language always gets "
                                            "after a chunk", range=(0.0, 1.0))
     # -- requests

@@ -295,9 +295,9 @@ class EngineCore:
                             rtc=guided, inference_delay=frozen, robot=robot.name)
         self.counters["deadline_misses"] += late
         self.count(robot.name, "rtc_chunks", guided)
-        # took over after its frozen steps: the switch is not inside the frozen part
-        self.count(robot.name, "rtc_late_switches",
-                   guided and arrival - observation.stamp > frozen * self.config.action_dt_s)
+        # out after its frozen steps (beyond rounding): the switch is not inside them
+        self.count(robot.name, "rtc_late_switches", guided and arrival - observation.stamp
+                   > frozen * self.config.action_dt_s + 1e-9)
         self._emit(chunk, self.on_chunk)
         return chunk
 

@@ -5,7 +5,8 @@ A chunk computed from an observation stamped s covers s .. s + H·dt. Its succes
 arrive, and finish blending in, before that plan runs out:
 
     due      = s + H·dt - blend_s              (a later arrival is a deadline miss;
-                                               blend_s counts only with chunk_switch crossfade)
+                                               blend_s: the cross-fade, or RTC's overlap
+                                               guided after the frozen steps; 0 with none)
     start_by = due - deadline_margin_s - p95(action path)
     next frame starts at min(frame start + frame_period_s, start_by)
 
@@ -75,8 +76,8 @@ class FrameTiming:
     def __init__(self, config: EngineConfig, action_horizon: int, window: int = 32):
         self.period = config.frame_period_s
         self.horizon_s = action_horizon * config.action_dt_s
-        # only a cross-fade needs time after the takeover; rtc and none switch at once
-        self.blend_s = config.blend_s if config.chunk_switch == "crossfade" else 0.0
+        # time after the takeover: a cross-fade's fade, RTC's guided overlap; none has none
+        self.blend_s = config.blend_s if config.chunk_switch != "none" else 0.0
         if self.period is not None and self.horizon_s <= self.blend_s + config.deadline_margin_s:
             after = (f"blend_s {self.blend_s:g} s + " if self.blend_s else "") + \
                 f"deadline_margin_s {config.deadline_margin_s:g} s"

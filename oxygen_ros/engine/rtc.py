@@ -12,7 +12,8 @@ Names, time convention (t runs from 1 = noise to 0 = actions; x̂₁ = x_t - t·
 guidance weight, the capping of the delay by the horizon and of the horizon by the length
 of the previous chunk, and its zero-padding follow lerobot 0.6.1 (`policies/rtc`), so the
 same weights, noise and previous chunk give the same chunk — except where the steps that
-run meanwhile outlast the previous chunk or the horizon (guide()). Two guidance variants:
+run meanwhile outlast the previous chunk or the horizon, or the previous chunk ends within
+`least_overlap` steps after them (guide()). Two guidance variants:
 
 - ``vjp``: the paper's. The correction is the weighted error pulled back through the
   denoiser, err·∂x̂₁/∂x_t = err - t·Jᵥᵀerr: one vector-Jacobian product through the action
@@ -81,7 +82,10 @@ def guide(rows: Sequence[Optional[tuple[torch.Tensor, int]]], like: torch.Tensor
     frozen by the delay stay frozen whatever the horizon (lerobot caps the delay by the
     horizon instead, leaving the later ones unguided), and whatever the leftover's length:
     those past its end are frozen to its last step, which the robot holds until the
-    takeover (lerobot leaves them unguided)."""
+    takeover (lerobot leaves them unguided). A leftover that ends within
+    `least_overlap` steps after the frozen ones is continued by its last step held (what
+    the robot does once a plan has run out) up to there, so the chunk still departs from
+    the held pose over a ramp instead of jumping at the step after the frozen ones."""
     batch, horizon, dims = like.shape
     goal = torch.zeros(batch, horizon, dims)
     weights = torch.zeros(batch, horizon, 1)
@@ -89,8 +93,9 @@ def guide(rows: Sequence[Optional[tuple[torch.Tensor, int]]], like: torch.Tensor
         if guided is None:
             continue
         previous, delay = guided
-        held = min(delay, horizon) - previous.shape[0]
-        if held > 0:   # the plan ends before the takeover: the stream holds its last step
+        held = min(delay + settings.least_overlap, horizon) - previous.shape[0]
+        if held > 0:   # the plan ends before the takeover or soon after: the stream holds
+            #            its last step
             previous = torch.cat([previous, previous[-1:].expand(held, -1)])
         length, width = min(previous.shape[0], horizon), min(previous.shape[1], dims)
         goal[row, :length, :width] = previous[:length, :width].float()

@@ -10,10 +10,14 @@ SWITCHES = ("rtc", "crossfade", "none")
 
 @dataclass(frozen=True)
 class RTCSettings:
+    """The defaults are lerobot 0.6.1's RTCConfig's (the engine's differ: exp, weight 3); the
+    engine builds its own from EngineConfig's rtc_* parameters and blend_s."""
     execution_horizon: int = 10           # steps of the new chunk guided toward the old plan
     prefix_attention_schedule: str = "linear"
     max_guidance_weight: float = 10.0     # 0 turns guidance off (the plain sampler)
     guidance: str = "error"
+    least_overlap: int = 0                # steps guided after the frozen ones, the plan in
+    #                                       force's last step held where it has run out
 
     def __post_init__(self):
         schedule = self.prefix_attention_schedule.lower()
@@ -27,3 +31,5 @@ class RTCSettings:
             raise ValueError("rtc_max_guidance_weight must not be negative")
         if self.execution_horizon < 0:
             raise ValueError("rtc_execution_horizon must not be negative")
+        if self.least_overlap < 0:
+            raise ValueError("least_overlap must not be negative")

@@ -51,19 +51,31 @@ def test_language_keeps_its_floor_and_the_plan_never_runs_out(tiny_model, ratio)
     assert max(gaps) <= max(TARGET, ratio * TARGET + floor) + 1 / 30 + 0.01 + 1e-9
 
 
-@pytest.mark.parametrize("switch, low, high", [("crossfade", 0.6, 0.72), ("rtc", 0.7, 0.8)])
+@pytest.mark.parametrize("switch, low, high", [("crossfade", 0.6, 0.72), ("rtc", 0.6, 0.72),
+                                               ("none", 0.7, 0.8)])
 def test_frames_start_just_in_time_when_the_target_period_is_too_long_for_the_plan(
         tiny_model, switch, low, high):
     engine, clock = engine_with_costs(tiny_model, 0.2, frame_period_s=2.0, action_dt_s=0.25,
                                       chunk_switch=switch)
     run = simulate(engine, clock, duration=6.0, arrivals={0.1: ["hi"]})
     assert engine.counters["deadline_misses"] == 0 and run.held == 0
-    # H·dt = 1 s: a successor is due at its plan's end (a cross-fade: blend_s 0.05 s
-    # earlier), minus the margin and the action path: a frame every ~0.67 s (RTC: ~0.77 s)
-    # instead of the 2 s target
+    # H·dt = 1 s: a successor is due at its plan's end (a cross-fade or RTC: blend_s 0.05 s
+    # earlier, for the fade or the guided overlap), minus the margin and the action path: a
+    # frame every ~0.67 s (none: ~0.77 s) instead of the 2 s target
     gaps = [b.chunk.stamp - a.chunk.stamp for a, b in zip(run.reports, run.reports[1:])]
     assert low <= min(gaps) and max(gaps) <= high, gaps
     assert run.finals()[1].finish_reason == "length"
+
+
+def test_a_chunk_out_as_its_frozen_steps_end_is_no_late_switch(tiny_model):
+    """An action path of exactly one step, observations taken as frames start: every chunk
+    is out just as its one frozen step ends (arrival - stamp = d·dt, to rounding), which
+    rtc_late_switches must not count (it counted 29 of 38 such chunks as late)."""
+    engine, clock = engine_with_costs(tiny_model, 0.1, action_dt_s=0.1, frame_period_s=0.2,
+                                      blend_s=0.0, deadline_margin_s=0.0)
+    simulate(engine, clock, duration=8.0)
+    assert engine.counters["deadline_misses"] == 0 and engine.counters["rtc_chunks"] > 30
+    assert engine.counters["rtc_late_switches"] == 0
 
 
 def test_a_plan_that_cannot_be_fed_holds_the_predicted_fraction(tiny_model):

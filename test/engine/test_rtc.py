@@ -197,6 +197,35 @@ def test_steps_frozen_past_the_plans_end_follow_its_last_step_which_the_robot_ho
     assert guidance.weights[0, 3:, 0].tolist() == [0.0] * 7
 
 
+def test_a_plan_that_ends_soon_after_the_frozen_steps_is_continued_by_its_held_last_step():
+    """least_overlap: the chunk departs from the pose the robot holds over a ramp of that
+    many steps, whether the plan ran out before the takeover or one step after it; a plan
+    that covers the ramp is guided exactly as lerobot does (the overlap changes nothing)."""
+    previous = torch.arange(12, dtype=torch.float32).reshape(3, 4)   # 3 steps left
+    like = torch.zeros(1, 10, 4)
+    plain = rtc.RTCSettings(execution_horizon=10, prefix_attention_schedule="linear")
+    overlapping = rtc.RTCSettings(execution_horizon=10, prefix_attention_schedule="linear",
+                                  least_overlap=4)
+    for delay in (2, 3, 6):            # the plan ends one step after, at, or before the takeover
+        before = rtc.guide([(previous, delay)], like, plain)
+        assert before.weights[0, max(delay, 3):, 0].sum() == 0          # no ramp at all
+        after = rtc.guide([(previous, delay)], like, overlapping)
+        weights = after.weights[0, :, 0]
+        assert weights[:delay].tolist() == [1.0] * delay
+        ramp = weights[delay:delay + 4]
+        assert ramp.tolist() == sorted(ramp.tolist(), reverse=True) and 0 < ramp.min() < 1
+        assert weights[delay + 4:].sum() == 0
+        torch.testing.assert_close(after.goal[0, :3], previous)
+        torch.testing.assert_close(after.goal[0, 3:delay + 4],
+                                   previous[-1:].expand(delay + 1, 4))   # the held pose
+    long = torch.randn(9, 4)                                          # covers the ramp
+    for delay in (0, 2, 5):
+        torch.testing.assert_close(rtc.guide([(long, delay)], like, overlapping).weights,
+                                   rtc.guide([(long, delay)], like, plain).weights)
+    with pytest.raises(ValueError, match="least_overlap"):
+        rtc.RTCSettings(least_overlap=-1)
+
+
 def test_the_plan_is_reindexed_to_the_new_chunk_as_the_action_stream_plays_it(long_model):
     task = _task(long_model)
     actions = torch.randn(32, long_model.config.action_dim)
