@@ -1,5 +1,6 @@
 """The inference node's diagnostics: its numbers and its level and message (no ROS)."""
 
+import math
 from collections import Counter
 from typing import Iterable, Mapping, Optional, Sequence
 
@@ -50,10 +51,14 @@ class Health:
     def verdict(self, *, engine_running: bool, control_running: bool, active: bool, stale: bool,
                 targets_missed: Optional[str], deadline_misses: int,
                 counters: Mapping[str, int], refused: str = "",
-                control_silent_s: Optional[float] = None) -> tuple[str, str]:
+                control_silent_s: Optional[float] = None,
+                plan_ran_out_s: Optional[float] = None,
+                horizon_s: float = math.inf) -> tuple[str, str]:
         """targets_missed: what the machine can deliver when it cannot meet the targets;
         refused: why admission refused the robot ("": served); control_silent_s: how long
-        the running control process has not reported, once overdue."""
+        the running control process has not reported, once overdue; plan_ran_out_s: how
+        long ago the plan in force ran out with observations fresh (None: it has not), an
+        ERROR once that is longer than a whole plan (horizon_s)."""
         counters = dict(counters)      # one copy: callbacks on other threads add keys
         problems = Counter({k: n for k, n in counters.items() if k in PROBLEMS},
                            deadline_misses=deadline_misses)
@@ -77,6 +82,10 @@ class Health:
         if stale:    # with the problems of the period: bad input that dropped them, if any
             return "ERROR", "no fresh observations: actions stopped" + (
                 f" ({named} in this period)" if named else "")
+        if plan_ran_out_s is not None and plan_ran_out_s > horizon_s:
+            return "ERROR", (f"no new chunk: the plan in force ran out {plan_ran_out_s:.1f} s "
+                             "ago and the commands repeat its last step (an engine frame "
+                             "stuck, or far too slow)")
         if targets_missed is not None:
             return "WARN", f"real-time targets cannot be met: {targets_missed}"
         if new_problems:

@@ -75,6 +75,21 @@ def test_failed_frames_are_an_error_with_the_error_text_in_the_period_they_faile
         "ERROR", "1 engine frames failed: ValueError: x")
 
 
+def test_a_plan_run_out_for_longer_than_a_whole_plan_is_an_error():
+    """Observations fresh, no new chunk (an engine frame that hangs): commands repeat the
+    plan's last step; past a whole plan's length that is an ERROR, after the stale one."""
+    assert verdict(Health(), plan_ran_out_s=0.9, horizon_s=1.0) == ("OK", "ok")
+    assert verdict(Health(), plan_ran_out_s=2.5, horizon_s=1.0) == (
+        "ERROR", "no new chunk: the plan in force ran out 2.5 s ago and the commands repeat "
+                 "its last step (an engine frame stuck, or far too slow)")
+    assert verdict(Health(), plan_ran_out_s=2.5, horizon_s=1.0, targets_missed="x")[1] \
+        .startswith("no new chunk")
+    assert verdict(Health(), plan_ran_out_s=2.5, horizon_s=1.0, stale=True) == (
+        "ERROR", "no fresh observations: actions stopped")
+    assert verdict(Health(), plan_ran_out_s=2.5, horizon_s=1.0, active=False) == (
+        "OK", "inactive: no commands")
+
+
 def test_counters_that_are_not_problems_do_not_warn():
     assert verdict(Health(), {"commands": 500, "held_commands": 3, "observations": 9}) == (
         "OK", "ok")
