@@ -205,19 +205,25 @@ def trajectory_msg(stamp_ns: int, actions: np.ndarray, dt: float, joint_names: S
     return msg
 
 
+def ros_text(text: str) -> str:
+    """Text as a ROS string carries it whole: a string ends at its first NUL on the wire, so a
+    U+0000 the model wrote becomes U+FFFD (what a byte the text cannot hold becomes)."""
+    return text.replace("\x00", "\ufffd")
+
+
 def dialogue_msg(chunk, stamp_ns: int, missing_cameras: Sequence[str] = (),
                  request_id: Optional[int] = None) -> DialogueChunk:
     """A text chunk as DialogueChunk, about the observation stamped `stamp_ns` that lacked
     `missing_cameras`; request_id: the id its client knows (default the engine's)."""
     msg = DialogueChunk(request_id=chunk.request_id if request_id is None else request_id,
-                        seq=chunk.seq, text=chunk.text, final=chunk.final,
+                        seq=chunk.seq, text=ros_text(chunk.text), final=chunk.final,
                         finish_reason=chunk.finish_reason, missing_cameras=list(missing_cameras))
     msg.header.stamp = time_from_ns(stamp_ns)
     return msg
 
 
 def memory_msg(summary, stamp: float) -> MemorySummary:
-    msg = MemorySummary(text=summary.text)
+    msg = MemorySummary(text=ros_text(summary.text))
     msg.header.stamp = to_time(stamp)
     msg.window_start = to_time(summary.window_start)
     msg.window_end = to_time(summary.window_end)

@@ -301,16 +301,17 @@ class DialogueRouter:
         if chunk.final:
             self.counters[f"dialogue_{chunk.finish_reason}"] += 1
         if isinstance(route, _Goal):
+            text = conversions.ros_text(chunk.text)
             with route.lock:   # not held while publishing: rclpy takes locks of its own
                 if route.reason:   # ended meanwhile (a shutdown): its result holds the answer
                     return
                 route.stamp_ns, route.missing_cameras = stamp_ns, missing_cameras
                 seq = route.seq
-                if chunk.text:
-                    route.pieces.append(chunk.text)
+                if text:
+                    route.pieces.append(text)
                     route.seq += 1
-            if chunk.text:         # in the result already: it may reach the client after it
-                route.handle.publish_feedback(Ask.Feedback(seq=seq, text=chunk.text))
+            if text:               # in the result already: it may reach the client after it
+                route.handle.publish_feedback(Ask.Feedback(seq=seq, text=text))
             if chunk.final:
                 self._end(route, chunk.finish_reason)
         elif route is not None:

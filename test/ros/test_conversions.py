@@ -1,10 +1,15 @@
 """Observation messages become engine observations (with every problem named); chunks
-become ActionChunk and JointTrajectory messages with the right times."""
+become ActionChunk and JointTrajectory messages with the right times; text reaches a ROS
+string whole."""
 
 import numpy as np
-from oxygen_ros.msg import Observation
+from oxygen_ros.action import Ask
+from oxygen_ros.msg import DialogueChunk, MemorySummary, Observation
+from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import Image
 
+from oxygen_ros.engine.outputs import MemorySummary as Summary
+from oxygen_ros.engine.outputs import TextChunk
 from oxygen_ros.ros import conversions
 from oxygen_ros.ros.image_conversion import rgb_to_image
 
@@ -114,3 +119,19 @@ def test_a_future_stamp_says_how_far_ahead_or_that_no_clock_came_yet():
     assert text(1.7e9, 10**18, True) == "stamp 1700000000.000 s ahead of this node's clock"
     assert text(1.7e9, 0, True).startswith("stamped before this node heard /clock")
     assert text(1.7e9, 0, False) == "stamp 1700000000.000 s ahead of this node's clock"
+
+
+def test_text_with_a_nul_arrives_whole():
+    """A ROS string ends at its first NUL: a model's U+0000 would cut the answer short on the
+    wire (the pieces then no longer add up to it); it travels as U+FFFD."""
+    text = "ab\x00cd"
+    assert conversions.ros_text(text) == "ab\ufffdcd"
+    chunk = TextChunk(request_id=1, seq=0, text=text, final=False, kind="dialogue")
+    sent = conversions.dialogue_msg(chunk, 0)
+    assert deserialize_message(serialize_message(sent), DialogueChunk).text == "ab\ufffdcd"
+    summary = Summary(window_start=0.0, window_end=1.0, text=text, frames=3)
+    sent = conversions.memory_msg(summary, 1.0)
+    assert deserialize_message(serialize_message(sent), MemorySummary).text == "ab\ufffdcd"
+    # what it guards against: the raw text is cut at the NUL
+    raw = Ask.Result(answer=text)
+    assert deserialize_message(serialize_message(raw), Ask.Result).answer == "ab"
