@@ -1,6 +1,7 @@
 """Messages <-> engine objects: Observation in; chunks, trajectories, text, summaries out."""
 
 import math
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -75,9 +76,15 @@ class Decoded:
 MAX_INSTRUCTION_CHARS = 1000   # a longer instruction is cut (and counted)
 
 
+def is_blank(text: str) -> bool:
+    """Nothing a model could read: white space, invisible format characters (zero-width
+    space, joiners, BOM) and control characters only."""
+    return all(c.isspace() or unicodedata.category(c) in ("Cf", "Cc") for c in text)
+
+
 def clean_instruction(text: str) -> tuple[Optional[str], str]:
     """(the instruction to use or None to keep the current one, the problem or '')."""
-    if not text.strip():
+    if is_blank(text):
         return None, "empty_instruction"
     if len(text) > MAX_INSTRUCTION_CHARS:
         return text[:MAX_INSTRUCTION_CHARS], "long_instruction"
@@ -222,9 +229,11 @@ def dialogue_msg(chunk, stamp_ns: int, missing_cameras: Sequence[str] = (),
     return msg
 
 
-def memory_msg(summary, stamp: float) -> MemorySummary:
-    msg = MemorySummary(text=ros_text(summary.text))
-    msg.header.stamp = to_time(stamp)
-    msg.window_start = to_time(summary.window_start)
-    msg.window_end = to_time(summary.window_end)
+def memory_msg(text: str, stamp_ns: int, start_ns: int, end_ns: int) -> MemorySummary:
+    """A summary published at `stamp_ns` of the frames stamped after `start_ns` (the first
+    window: from it) up to `end_ns`."""
+    msg = MemorySummary(text=ros_text(text))
+    msg.header.stamp = time_from_ns(stamp_ns)
+    msg.window_start = time_from_ns(start_ns)
+    msg.window_end = time_from_ns(end_ns)
     return msg

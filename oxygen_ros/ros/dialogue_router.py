@@ -164,7 +164,7 @@ class DialogueRouter:
 
     # -- in ----------------------------------------------------------------------------
     def _cut(self, text: str) -> Optional[str]:
-        if not text.strip():
+        if conversions.is_blank(text):
             self.bad_input("empty_request", "dialogue request without text ignored")
             return None
         if len(text) > MAX_REQUEST_CHARS:
@@ -186,7 +186,7 @@ class DialogueRouter:
         self._before_any_observation()
 
     def _on_goal(self, goal) -> GoalResponse:
-        blank = not goal.question.strip()
+        blank = conversions.is_blank(goal.question)
         with self._lock:
             if not self._closing and not blank and self.engine.hold_place(self.robot):
                 self._held += 1

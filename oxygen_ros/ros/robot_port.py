@@ -261,12 +261,18 @@ class RobotPort:
             self.dialogue.on_text(chunk, *self.frame_source(chunk.frame_id))
 
     def on_memory(self, summary) -> None:
-        # the window's stamps back from the engine's clock to ROS time
-        now = self.node.get_clock().now().nanoseconds * 1e-9
-        offset = now - self.engine.clock.now()
-        summary = dataclasses.replace(summary, window_start=summary.window_start + offset,
-                                      window_end=summary.window_end + offset)
-        self.memory_pub.publish(conversions.memory_msg(summary, now))
+        now_ns = self.node.get_clock().now().nanoseconds
+        offset = now_ns * 1e-9 - self.engine.clock.now()
+
+        def ros_stamp_ns(stamp: float) -> int:
+            """The window's bound as its observation's own ROS stamp, else (long gone)
+            through the engine clock's offset."""
+            known = self._observed.get(stamp)
+            return known[0] if known is not None else round((stamp + offset) * 1e9)
+
+        self.memory_pub.publish(conversions.memory_msg(
+            summary.text, now_ns, ros_stamp_ns(summary.window_start),
+            ros_stamp_ns(summary.window_end)))
 
     # -- diagnostics ----------------------------------------------------------------------
     def real_time_report(self, torch_threads: int) -> dict:

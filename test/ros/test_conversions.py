@@ -8,7 +8,6 @@ from oxygen_ros.msg import DialogueChunk, MemorySummary, Observation
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import Image
 
-from oxygen_ros.engine.outputs import MemorySummary as Summary
 from oxygen_ros.engine.outputs import TextChunk
 from oxygen_ros.ros import conversions
 from oxygen_ros.ros.image_conversion import rgb_to_image
@@ -129,9 +128,16 @@ def test_text_with_a_nul_arrives_whole():
     chunk = TextChunk(request_id=1, seq=0, text=text, final=False, kind="dialogue")
     sent = conversions.dialogue_msg(chunk, 0)
     assert deserialize_message(serialize_message(sent), DialogueChunk).text == "ab\ufffdcd"
-    summary = Summary(window_start=0.0, window_end=1.0, text=text, frames=3)
-    sent = conversions.memory_msg(summary, 1.0)
+    sent = conversions.memory_msg(text, 2, 0, 1)
     assert deserialize_message(serialize_message(sent), MemorySummary).text == "ab\ufffdcd"
     # what it guards against: the raw text is cut at the NUL
     raw = Ask.Result(answer=text)
     assert deserialize_message(serialize_message(raw), Ask.Result).answer == "ab"
+
+
+def test_text_of_invisible_characters_only_is_blank():
+    for blank in ("", "  \n\t", "\u00a0\u3000", "\u200b\u200b", "\ufeff\u200d", "\x01\x1b "):
+        assert conversions.is_blank(blank), repr(blank)
+        assert conversions.clean_instruction(blank) == (None, "empty_instruction")
+    for text in ("what?", "\u200bhi", "e\u0301", "\U0001F600", "\u05e9\u05dc\u05d5\u05dd"):
+        assert not conversions.is_blank(text), repr(text)

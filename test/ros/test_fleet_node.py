@@ -122,6 +122,9 @@ def test_two_robots_through_one_server_each_get_their_own_outputs(
             # tokens, which decode to nothing
             assert all(seconds(m.window_end) > seconds(m.window_start)
                        for m in probe.memory), probe.memory
+            # a window's bounds are its own robot's observations' stamps, to the nanosecond
+            assert all(feeder.sent(robot, m.window_start) and feeder.sent(robot, m.window_end)
+                       for m in probe.memory), probe.memory
             level, message, values, _ = alpha.diagnostics[f"oxygen_ros: inference/{robot}"]
             assert values["robot"] == robot and values["watchdog"] == "ok", message
             assert values["control_lost_messages"] == "0", values  # its control process reads
