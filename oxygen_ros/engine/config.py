@@ -49,7 +49,9 @@ class EngineConfig:
     blend_s: float = parameter(0.1, "how long a new chunk takes over in: crossfade fades "
                                     "from the old chunk this long, rtc guides at least this "
                                     "long after the frozen steps; a successor is due this "
-                                    "long before the plan in force runs out (none: 0)",
+                                    "long before the plan in force runs out (rtc: at most "
+                                    "half of what the plan leaves after deadline_margin_s; "
+                                    "none: 0)",
                                range=(0.0, 60.0))
     rtc_guidance: str = parameter(
         "error", "rtc: error (lerobot 0.6.1's, no backward pass) or vjp (the paper's, a "

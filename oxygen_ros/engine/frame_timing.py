@@ -5,8 +5,8 @@ A chunk computed from an observation stamped s covers s .. s + H·dt. Its succes
 arrive, and finish blending in, before that plan runs out:
 
     due      = s + H·dt - blend_s              (a later arrival is a deadline miss;
-                                               blend_s: the cross-fade, or RTC's overlap
-                                               guided after the frozen steps; 0 with none)
+                                               blend_s: takeover_s(), the cross-fade or
+                                               RTC's overlap; 0 with none)
     start_by = due - deadline_margin_s - p95(action path)
     next frame starts at min(frame start + frame_period_s, start_by)
 
@@ -72,12 +72,23 @@ class Capacity:
         return line
 
 
+def takeover_s(config: EngineConfig, horizon_s: float) -> float:
+    """How long before the plan in force runs out its successor must be in: the cross-fade's
+    blend_s; RTC's overlap, blend_s but at most half of what the plan leaves after the
+    margin (RTC continues a plan that ends sooner by its held last step, so its overlap
+    never makes a plan too short to run); none: 0."""
+    if config.chunk_switch == "crossfade":
+        return config.blend_s
+    if config.chunk_switch == "rtc":
+        return min(config.blend_s, max(0.0, horizon_s - config.deadline_margin_s) / 2)
+    return 0.0
+
+
 class FrameTiming:
     def __init__(self, config: EngineConfig, action_horizon: int, window: int = 32):
         self.period = config.frame_period_s
         self.horizon_s = action_horizon * config.action_dt_s
-        # time after the takeover: a cross-fade's fade, RTC's guided overlap; none has none
-        self.blend_s = config.blend_s if config.chunk_switch != "none" else 0.0
+        self.blend_s = takeover_s(config, self.horizon_s)
         if self.period is not None and self.horizon_s <= self.blend_s + config.deadline_margin_s:
             after = (f"blend_s {self.blend_s:g} s + " if self.blend_s else "") + \
                 f"deadline_margin_s {config.deadline_margin_s:g} s"

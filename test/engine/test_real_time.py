@@ -10,7 +10,9 @@ import pytest
 from engine_helpers import Events, TimedModel, config, simulate, stream
 
 from oxygen_ros.engine.clock import ManualClock
+from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.frame_loop import FrameLoop
+from oxygen_ros.engine.frame_timing import FrameTiming, takeover_s
 from oxygen_ros.engine.oxygen import OxygenEngine
 
 TARGET = 0.1
@@ -65,6 +67,21 @@ def test_frames_start_just_in_time_when_the_target_period_is_too_long_for_the_pl
     gaps = [b.chunk.stamp - a.chunk.stamp for a, b in zip(run.reports, run.reports[1:])]
     assert low <= min(gaps) and max(gaps) <= high, gaps
     assert run.finals()[1].finish_reason == "length"
+
+
+def test_the_time_a_successor_needs_after_the_takeover_depends_on_the_switch():
+    """A cross-fade needs its whole fade; RTC its overlap, but never so much that a short plan
+    could not run (it continues a plan that ends sooner by its held last step); none none."""
+    for switch, horizon_s, expected in (("crossfade", 1.0, 0.1), ("rtc", 1.0, 0.1),
+                                        ("rtc", 0.08, 0.03), ("rtc", 0.01, 0.0),
+                                        ("none", 1.0, 0.0)):
+        engine_config = EngineConfig(chunk_switch=switch, blend_s=0.1, deadline_margin_s=0.02)
+        assert takeover_s(engine_config, horizon_s) == pytest.approx(expected), switch
+    # the tiny preset's 4 steps at 50 Hz run with RTC, as with none; a cross-fade is refused
+    for switch in ("rtc", "none"):
+        FrameTiming(EngineConfig(chunk_switch=switch, frame_period_s=0.1), 4)
+    with pytest.raises(ValueError, match="blend_s 0.1 s"):
+        FrameTiming(EngineConfig(chunk_switch="crossfade", frame_period_s=0.1), 4)
 
 
 def test_a_chunk_out_as_its_frozen_steps_end_is_no_late_switch(tiny_model):

@@ -16,8 +16,8 @@ def test_messages_decode_to_what_was_sent():
     assert control_link.decode(control_link.state_message(False)) == (control_link.STATE,
                                                                       (False,))
     kind, (increments, stale, sent_at, times) = control_link.decode(
-        control_link.status_message([5, 1, 0, 2, 0, 1], True, 7.0, [6.9, 6.92]))
-    assert increments == dict(zip(control_link.COUNTERS, [5, 1, 0, 2, 0, 1]))
+        control_link.status_message([5, 1, 0, 2, 0, 1, 3], True, 7.0, [6.9, 6.92]))
+    assert increments == dict(zip(control_link.COUNTERS, [5, 1, 0, 2, 0, 1, 3]))
     assert (kind, stale, sent_at, times) == (control_link.STATUS, True, 7.0, (6.9, 6.92))
 
 
