@@ -1,6 +1,5 @@
 """The inference node's diagnostics: its numbers and its level and message (no ROS)."""
 
-import math
 from collections import Counter
 from typing import Iterable, Mapping, Optional, Sequence
 
@@ -14,6 +13,7 @@ BAD_INPUTS = {"future_stamp", "stale_stamp", "malformed_observation", "unknown_c
 # what else warns: an answer cut where the KV pool ran out (raise num_pages), an
 # observation stamped ahead of this host's clock by a step or more (used, its plan late)
 PROBLEMS = BAD_INPUTS | {"dialogue_kv_full", "clock_ahead"}
+STUCK_FACTOR = 4     # a frame this many times the longest recent one (and over a plan) hangs
 
 
 class Health:
@@ -52,13 +52,11 @@ class Health:
                 targets_missed: Optional[str], deadline_misses: int,
                 counters: Mapping[str, int], refused: str = "",
                 control_silent_s: Optional[float] = None,
-                plan_ran_out_s: Optional[float] = None,
-                horizon_s: float = math.inf) -> tuple[str, str]:
+                stuck: Optional[str] = None) -> tuple[str, str]:
         """targets_missed: what the machine can deliver when it cannot meet the targets;
         refused: why admission refused the robot ("": served); control_silent_s: how long
-        the running control process has not reported, once overdue; plan_ran_out_s: how
-        long ago the plan in force ran out with observations fresh (None: it has not), an
-        ERROR once that is longer than a whole plan (horizon_s)."""
+        the running control process has not reported, once overdue; stuck: why the engine's
+        current frame counts as stuck (stuck_frame)."""
         counters = dict(counters)      # one copy: callbacks on other threads add keys
         problems = Counter({k: n for k, n in counters.items() if k in PROBLEMS},
                            deadline_misses=deadline_misses)
@@ -76,21 +74,33 @@ class Health:
                              "commands are unknown")
         if failures:
             return "ERROR", f"{failures} engine frames failed: {self.last_error}"
+        if stuck:
+            return "ERROR", stuck
         if not active:
             return "OK", "inactive: no commands"
         named = ", ".join(f"{n} {kind}" for kind, n in sorted(new_problems.items()))
         if stale:    # with the problems of the period: bad input that dropped them, if any
             return "ERROR", "no fresh observations: actions stopped" + (
                 f" ({named} in this period)" if named else "")
-        if plan_ran_out_s is not None and plan_ran_out_s > horizon_s:
-            return "ERROR", (f"no new chunk: the plan in force ran out {plan_ran_out_s:.1f} s "
-                             "ago and the commands repeat its last step (an engine frame "
-                             "stuck, or far too slow)")
         if targets_missed is not None:
             return "WARN", f"real-time targets cannot be met: {targets_missed}"
         if new_problems:
             return "WARN", named
         return "OK", "ok"
+
+
+def stuck_frame(running_s: Optional[float], recent_s: Sequence[float],
+                horizon_s: float) -> Optional[str]:
+    """Why the engine thread's frame in progress, `running_s` old (None: none is), counts as
+    stuck — it has run longer than a whole plan (horizon_s) and STUCK_FACTOR times the
+    longest of the recent frames (`recent_s`): a frame that hangs rather than raises — or
+    None."""
+    longest = max(recent_s, default=0.0)
+    if running_s is None or running_s <= max(horizon_s, STUCK_FACTOR * longest):
+        return None
+    return (f"an engine frame has run for {running_s:.1f} s (the longest of the last "
+            f"{len(recent_s)} took {longest:.2f} s): no new chunk meanwhile, the commands "
+            "repeat the last step of the plan in force")
 
 
 def real_time_report(engine, timing, counters: Mapping[str, int], frame_starts: Iterable[float],

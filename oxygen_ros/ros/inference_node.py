@@ -26,7 +26,7 @@ import itertools
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Optional
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -152,8 +152,9 @@ class InferenceNode(LifecycleNode):
                                      callback_group=MutuallyExclusiveCallbackGroup())]
         self.diagnostics_pub = self._entities[0]
         self._stop, self._wake = threading.Event(), threading.Event()
+        self._frames = FrameTimes()
         self._thread = threading.Thread(target=self._engine_loop, name="oxygen-engine",
-                                        args=(self.engine, self._stop, self._wake),
+                                        args=(self.engine, self._stop, self._wake, self._frames),
                                         daemon=True)
         self._thread.start()
         scheduling = next(iter(self.ports.values())).control.scheduling
@@ -227,7 +228,8 @@ class InferenceNode(LifecycleNode):
                    for port in self.ports.values())
 
     # -- the engine thread ----------------------------------------------------------------
-    def _engine_loop(self, engine, stop: threading.Event, wake: threading.Event) -> None:
+    def _engine_loop(self, engine, stop: threading.Event, wake: threading.Event,
+                     frames: "FrameTimes") -> None:
         # its own engine and events: a teardown that outwaits a slow frame, or a new
         # configure after it, must not change them under the running frame
         ports = list(self.ports.values())
@@ -236,9 +238,11 @@ class InferenceNode(LifecycleNode):
             return {port.name: port.fresh_observation() for port in ports}
         loop = FrameLoop(engine, observations=newest)
         while not stop.is_set() and self.context.ok():
+            began = frames.began = time.monotonic()
             try:
                 pause = loop.run_robots(newest())
             except Exception as error:  # a bad frame must not end the node
+                frames.began = None
                 if stop.is_set() or not self.context.ok():
                     break  # torn down (the next configure's counts are not its) or shutting down
                 self.counters["engine_errors"] += 1
@@ -247,6 +251,8 @@ class InferenceNode(LifecycleNode):
                 self.get_logger().error(f"engine frame failed: {error!r}",
                                         throttle_duration_sec=5.0)
                 pause = engine.config.frame_period_s
+            frames.began = None
+            frames.seconds.append(time.monotonic() - began)
             if pause > 0 and wake.wait(pause):
                 wake.clear()
 
@@ -273,9 +279,13 @@ class InferenceNode(LifecycleNode):
         } | inference_health.engine_values(engine) | {
             "lost_responses": lost_responses.count(),
         } | dict(self.counters)
+        began = self._frames.began
+        stuck = inference_health.stuck_frame(
+            None if began is None else now - began, tuple(self._frames.seconds),
+            engine.model.config.action_horizon * engine.config.action_dt_s)
         statuses = [port.status(shared | inference_health.robot_values(engine, name),
                                 self._thread.is_alive(), self._active, self.dry_run,
-                                self.torch_threads) for name, port in self.ports.items()]
+                                self.torch_threads, stuck) for name, port in self.ports.items()]
         self.diagnostics_pub.publish(diagnostics.array(self.get_clock().now().to_msg(), *statuses))
 
     def destroy_node(self) -> None:
@@ -286,6 +296,15 @@ class InferenceNode(LifecycleNode):
         # rclpy's LifecycleNode.destroy_node leaves its state machine, which holds the rcl
         # node: the node would stay in the graph until this object is garbage-collected
         self._state_machine.destroy_when_not_in_use()
+
+
+class FrameTimes:
+    """The engine thread's frames as diagnostics see them: when the one in progress began
+    (monotonic; None between frames) and how long the last ones took."""
+
+    def __init__(self):
+        self.began: Optional[float] = None
+        self.seconds: deque = deque(maxlen=32)
 
 
 def main(args=None) -> int:

@@ -80,7 +80,6 @@ class RobotPort:
         self.chunk_latencies: deque = deque(maxlen=50)
         self.command_times: deque = deque(maxlen=control_link.TIMES_KEPT)
         self.frame_starts: deque = deque(maxlen=32)
-        self.plan_end: Optional[float] = None   # engine clock: the plan sent last runs out
         self.health = inference_health.Health()
         self._create_entities(params)
         self.control = control_link.running_link(self.control, ControlSettings(
@@ -136,7 +135,6 @@ class RobotPort:
             self._ask_server.destroy()
 
     def set_active(self, active: bool) -> None:
-        self.plan_end = None        # the control process drops its plan
         self.control.send(control_link.state_message(active))
 
     # -- inputs -------------------------------------------------------------------------
@@ -247,7 +245,6 @@ class RobotPort:
         actions = chunk.actions[:, :len(self.joint_names)]
         now, stamp = self.node.get_clock().now().nanoseconds * 1e-9, stamp_ns * 1e-9
         self.control.send(control_link.plan_message(actions, stamp, self.action_dt, now, arrival))
-        self.plan_end = chunk.stamp + len(actions) * self.action_dt
         self.chunk_pub.publish(conversions.action_chunk_msg(
             chunk.frame_id, stamp_ns, chunk.actions, self.action_dt, self.joint_names))
         if active and not dry_run:
@@ -313,8 +310,9 @@ class RobotPort:
                 f"({servers} publishers on {topic}); give each server a disjoint robot list")
 
     def status(self, engine_values: dict, engine_running: bool, active: bool, dry_run: bool,
-               torch_threads: int):
-        """This robot's DiagnosticStatus for the period that just ended."""
+               torch_threads: int, stuck: Optional[str] = None):
+        """This robot's DiagnosticStatus for the period that just ended (stuck: why the
+        engine's current frame counts as stuck, inference_health.stuck_frame)."""
         self.command_times.extend(self.control.poll(self.counters))
         commands = list(self.command_times)
         silent = self.control.silent()
@@ -337,9 +335,6 @@ class RobotPort:
         self.report_capacity()
         self.report_admission()
         capacity = self.robot.timing.capacity()
-        if self.control.stale:      # stopped: the next chunk starts a plan of its own
-            self.plan_end = None
-        ran_out = None if self.plan_end is None else self.engine.clock.now() - self.plan_end
         level, message = self.health.verdict(
             engine_running=engine_running, control_running=self.control.running(),
             control_silent_s=silent,
@@ -348,7 +343,6 @@ class RobotPort:
             targets_missed=(capacity.describe() if capacity is not None
                             and not capacity.meets_targets else None),
             deadline_misses=self.counters["deadline_misses"], counters=self.counters,
-            plan_ran_out_s=ran_out if ran_out is not None and ran_out > 0 else None,
-            horizon_s=self.engine.model.config.action_horizon * self.action_dt)
+            stuck=stuck)
         return diagnostics.status(self.status_name, self.node.get_name(),
                                   getattr(diagnostics, level), message, values)

@@ -13,7 +13,7 @@ import pytest
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.engine.oxygen import OxygenEngine
-from oxygen_ros.ros.inference_health import Health, engine_values, robot_values
+from oxygen_ros.ros.inference_health import Health, engine_values, robot_values, stuck_frame
 
 FINE = dict(engine_running=True, control_running=True, active=True, stale=False, targets_missed=None,
             deadline_misses=0)
@@ -75,19 +75,24 @@ def test_failed_frames_are_an_error_with_the_error_text_in_the_period_they_faile
         "ERROR", "1 engine frames failed: ValueError: x")
 
 
-def test_a_plan_run_out_for_longer_than_a_whole_plan_is_an_error():
-    """Observations fresh, no new chunk (an engine frame that hangs): commands repeat the
-    plan's last step; past a whole plan's length that is an ERROR, after the stale one."""
-    assert verdict(Health(), plan_ran_out_s=0.9, horizon_s=1.0) == ("OK", "ok")
-    assert verdict(Health(), plan_ran_out_s=2.5, horizon_s=1.0) == (
-        "ERROR", "no new chunk: the plan in force ran out 2.5 s ago and the commands repeat "
-                 "its last step (an engine frame stuck, or far too slow)")
-    assert verdict(Health(), plan_ran_out_s=2.5, horizon_s=1.0, targets_missed="x")[1] \
-        .startswith("no new chunk")
-    assert verdict(Health(), plan_ran_out_s=2.5, horizon_s=1.0, stale=True) == (
-        "ERROR", "no fresh observations: actions stopped")
-    assert verdict(Health(), plan_ran_out_s=2.5, horizon_s=1.0, active=False) == (
-        "OK", "inactive: no commands")
+def test_a_frame_that_runs_past_a_plan_and_four_of_the_longest_recent_ones_is_stuck():
+    """A frame that hangs rather than raises: no chunk comes and the commands repeat the plan's
+    last step. Stuck once it has run longer than a whole plan and 4 times the longest of the
+    recent frames (a slow machine's frames are long, but alike), an ERROR after failures."""
+    recent = (0.08, 0.12, 0.1)
+    assert stuck_frame(None, recent, 1.0) is None                 # between frames
+    assert stuck_frame(0.9, recent, 1.0) is None                  # within a plan
+    assert stuck_frame(1.5, recent, 1.0) == (
+        "an engine frame has run for 1.5 s (the longest of the last 3 took 0.12 s): no new "
+        "chunk meanwhile, the commands repeat the last step of the plan in force")
+    slow = (2.4, 2.6, 2.5)                                        # back to back, 2.5 s each
+    assert stuck_frame(5.0, slow, 1.0) is None and stuck_frame(10.5, slow, 1.0) is not None
+    assert stuck_frame(1.5, (), 1.0) is not None                  # no frame has ended yet
+    stuck = stuck_frame(1.5, recent, 1.0)
+    assert verdict(Health(), stuck=stuck, targets_missed="x", active=False) == ("ERROR", stuck)
+    health = Health()
+    health.frame_failed(ValueError("x"))
+    assert verdict(health, stuck=stuck) == ("ERROR", "1 engine frames failed: ValueError: x")
 
 
 def test_counters_that_are_not_problems_do_not_warn():
