@@ -1,4 +1,4 @@
-"""Messages <-> engine objects: Observation in; chunks, trajectories, text, summaries out."""
+"""Messages <-> engine objects: Observation in; chunks, text, summaries out."""
 
 import math
 import unicodedata
@@ -6,24 +6,12 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import numpy as np
-from builtin_interfaces.msg import Duration, Time
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from oxygen_ros.engine.observation import Observation
 from oxygen_ros.msg import ActionChunk as ActionChunkMsg
 from oxygen_ros.msg import DialogueChunk, MemorySummary
 from oxygen_ros.ros.image_conversion import ImageConversionError, image_to_rgb
-
-NS = 1_000_000_000
-
-
-def stamp_ns(stamp) -> int:
-    return stamp.sec * NS + stamp.nanosec
-
-
-def to_seconds(stamp) -> float:
-    return stamp.sec + stamp.nanosec * 1e-9
-
+from oxygen_ros.ros.stamps import time_from_ns, to_seconds
 
 RECORDED_AGE_S = 60.0   # a stamp this old is more likely a bag's than a late message's
 _UNITS = ((365.25 * 86400, "years"), (86400, "days"), (3600, "h"), (60, "min"))
@@ -54,16 +42,6 @@ def future_stamp_text(ahead_s: float, now: int, sim_time: bool) -> str:
         return ("stamped before this node heard /clock (use_sim_time: the clock is zero until "
                 "it ticks; messages are taken once it does)")
     return f"stamp {ahead_s:.3f} s ahead of this node's clock"
-
-
-def time_from_ns(nanoseconds: int) -> Time:
-    sec, nanosec = divmod(int(nanoseconds), NS)
-    return Time(sec=sec, nanosec=nanosec)
-
-
-def to_time(seconds: float) -> Time:
-    sec = math.floor(seconds)
-    return Time(sec=int(sec), nanosec=min(int(round((seconds - sec) * NS)), NS - 1))
 
 
 @dataclass
@@ -194,21 +172,6 @@ def action_chunk_msg(frame_id: int, stamp_ns: int, actions: np.ndarray, dt: floa
                          joint_names=list(joint_names),
                          actions=np.ascontiguousarray(actions, dtype=np.float32).ravel().tolist())
     msg.header.stamp = time_from_ns(stamp_ns)
-    return msg
-
-
-def trajectory_msg(stamp_ns: int, actions: np.ndarray, dt: float, joint_names: Sequence[str],
-                   first_step: int = 0) -> JointTrajectory:
-    """The chunk's remaining steps as a joint trajectory starting at the observation time
-    (joint_trajectory_controller drops points whose time has passed)."""
-    msg = JointTrajectory(joint_names=list(joint_names))
-    msg.header.stamp = time_from_ns(stamp_ns)
-    for step in range(first_step, actions.shape[0]):
-        seconds = step * dt
-        whole = math.floor(seconds)
-        msg.points.append(JointTrajectoryPoint(
-            positions=actions[step].astype(float).tolist(),
-            time_from_start=Duration(sec=int(whole), nanosec=int(round((seconds - whole) * 1e9)))))
     return msg
 
 

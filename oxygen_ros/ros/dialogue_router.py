@@ -40,7 +40,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from oxygen_ros.action import Ask
 from oxygen_ros.engine.request import COMPLETED
-from oxygen_ros.ros import conversions
+from oxygen_ros.ros import conversions, stamps
 
 MAX_REQUEST_CHARS = 4096   # longer request text is cut before tokenization (and counted)
 ASK_QUEUE_FACTOR, ASK_QUEUE_MIN, ASK_QUEUE_MAX = 4, 10, 4096
@@ -288,7 +288,7 @@ class DialogueRouter:
                 self._cancelled_early.discard(_goal_id(goal_handle))   # cancelled as it ended
         return Ask.Result(request_id=goal.request_id, answer="".join(goal.pieces),
                           finish_reason=goal.reason,
-                          observation_stamp=conversions.time_from_ns(goal.stamp_ns),
+                          observation_stamp=stamps.time_from_ns(goal.stamp_ns),
                           missing_cameras=list(goal.missing_cameras))
 
     # -- out (engine thread) ---------------------------------------------------------------

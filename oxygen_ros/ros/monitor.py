@@ -10,7 +10,7 @@ from std_msgs.msg import Float64MultiArray
 
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary
 from oxygen_ros.ros import qos
-from oxygen_ros.ros.conversions import to_seconds
+from oxygen_ros.ros.stamps import to_seconds
 from oxygen_ros.ros.robot_topics import robot_topic
 
 

@@ -20,7 +20,8 @@ from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
-from oxygen_ros.ros import control_link, conversions, diagnostics, inference_health, qos
+from oxygen_ros.ros import (control_link, conversions, diagnostics, inference_health, qos, stamps,
+                            trajectories)
 from oxygen_ros.ros.command_gate import CommandGate, StopMark
 from oxygen_ros.ros.control_link import ControlSettings
 from oxygen_ros.ros.diagnostics import guarded
@@ -172,7 +173,7 @@ class RobotPort:
     def _decode(self, msg):
         """The observation in `msg`, its stamp (ns) and its age on this node's clock; None,
         every problem counted, when it cannot be used."""
-        stamp_ns = conversions.stamp_ns(msg.header.stamp)
+        stamp_ns = stamps.stamp_ns(msg.header.stamp)
         stamp = stamp_ns * 1e-9
         now_ns = self.node.get_clock().now().nanoseconds
         now = now_ns * 1e-9
@@ -250,7 +251,7 @@ class RobotPort:
         if active and not dry_run:
             clamped = self.gate.clip(actions)
             first = max(0, int((now - stamp) / self.action_dt))
-            self.trajectory_pub.publish(conversions.trajectory_msg(
+            self.trajectory_pub.publish(trajectories.trajectory_msg(
                 stamp_ns, clamped, self.action_dt, self.joint_names, first))
 
     def on_text(self, chunk) -> None:

@@ -9,7 +9,7 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import Image
 
 from oxygen_ros.engine.outputs import TextChunk
-from oxygen_ros.ros import conversions
+from oxygen_ros.ros import conversions, stamps, trajectories
 from oxygen_ros.ros.image_conversion import rgb_to_image
 
 CAMERAS, JOINTS = ["base", "wrist"], ["a", "b", "c"]
@@ -83,14 +83,14 @@ def test_chunk_and_trajectory_messages():
     assert (chunk.frame_id, chunk.horizon, chunk.action_dim) == (9, 4, 3)
     assert list(chunk.actions) == list(range(12))
     assert (chunk.header.stamp.sec, chunk.header.stamp.nanosec) == (1_796_631_811, 654_914_338)
-    assert conversions.stamp_ns(chunk.header.stamp) == stamp_ns
-    trajectory = conversions.trajectory_msg(stamp_ns, actions, 0.5, JOINTS, first_step=1)
+    assert stamps.stamp_ns(chunk.header.stamp) == stamp_ns
+    trajectory = trajectories.trajectory_msg(stamp_ns, actions, 0.5, JOINTS, first_step=1)
     assert trajectory.header.stamp == chunk.header.stamp
     assert [p.positions.tolist() if hasattr(p.positions, "tolist") else list(p.positions)
             for p in trajectory.points] == actions[1:].tolist()
     assert [(p.time_from_start.sec, p.time_from_start.nanosec) for p in trajectory.points] == [
         (0, 500_000_000), (1, 0), (1, 500_000_000)]
-    assert conversions.to_seconds(conversions.to_time(1.999999999999)) < 2.0 + 1e-9
+    assert stamps.to_seconds(stamps.to_time(1.999999999999)) < 2.0 + 1e-9
 
 
 def test_a_stale_stamp_is_explained_by_what_most_likely_made_it():
