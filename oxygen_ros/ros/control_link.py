@@ -25,19 +25,19 @@ from oxygen_ros.ros.control_dds import control_environment
 PLAN, OBSERVED, STATE, READY, STATUS = b"P", b"O", b"S", b"R", b"T"
 COUNTERS = ("commands", "held_commands", "clamped_values", "watchdog_trips",
             "non_finite_command", "chunk_after_stop", "hold_trajectories")
-_PLAN = struct.Struct("<ddddII")          # stamp, dt, now, observed, steps, joints
+_PLAN = struct.Struct("<qdddII")          # stamp (ns), dt, now, observed, steps, joints
 _STATUS = struct.Struct(f"<{len(COUNTERS)}q?dI")  # increments, stale, sent at, command times
 TIMES_KEPT = 2000      # command times: two seconds at the highest control_rate_hz
 MAX_MESSAGE = 1 << 20
 READY_S = 30.0          # the control process's start (it imports rclpy)
 
 
-def plan_message(actions: np.ndarray, stamp: float, dt: float, now: float,
+def plan_message(actions: np.ndarray, stamp_ns: int, dt: float, now: float,
                  observed: float) -> bytes:
-    """A new chunk; observed: when its observation reached the node (monotonic; NaN if
-    no longer known)."""
+    """A new chunk from the observation stamped `stamp_ns` (ROS time); observed: when that
+    observation reached the node (monotonic; NaN if no longer known)."""
     actions = np.ascontiguousarray(actions, dtype=np.float64)
-    return PLAN + _PLAN.pack(stamp, dt, now, observed, *actions.shape) + actions.tobytes()
+    return PLAN + _PLAN.pack(stamp_ns, dt, now, observed, *actions.shape) + actions.tobytes()
 
 
 def observed_message(arrival_monotonic: float) -> bytes:
@@ -58,9 +58,9 @@ def decode(message: bytes):
     """(kind, fields) of one message."""
     kind, body = message[:1], message[1:]
     if kind == PLAN:
-        stamp, dt, now, observed, steps, joints = _PLAN.unpack_from(body)
+        stamp_ns, dt, now, observed, steps, joints = _PLAN.unpack_from(body)
         actions = np.frombuffer(body, np.float64, steps * joints, _PLAN.size)
-        return kind, (actions.reshape(steps, joints), stamp, dt, now, observed)
+        return kind, (actions.reshape(steps, joints), stamp_ns, dt, now, observed)
     if kind == OBSERVED:
         return kind, struct.unpack("<d", body)
     if kind == STATE:

@@ -5,9 +5,12 @@ The whole process runs SCHED_FIFO at control_priority where the OS allows (every
 it: one that holds the interpreter lock must not wait for the CPU while a tick is due).
 Its control loop (ControlLoop) runs the CommandGate — watchdog,
 NaN guard, clamps, held steps — over an ActionStream of the node's plans; its main thread
-takes the node's messages. When the watchdog stops the actions or the node deactivates, it
-also sends a trajectory that holds the last command (a joint_trajectory_controller would
-otherwise play the last chunk's trajectory to its end). It has no services (nothing here waits on a client) and ends
+takes the node's messages. While active it also publishes each plan it takes as a
+JointTrajectory, and when the watchdog stops the actions or the node deactivates, a
+trajectory that holds the last command (a joint_trajectory_controller would otherwise play
+the last chunk's trajectory to its end): one publisher, under the lock the ticks take, so
+no plan the commands dropped reaches the trajectory topic, and nothing after the hold.
+It has no services (nothing here waits on a client) and ends
 when the node's socket closes, on SIGINT or SIGTERM, or when a tick raised (exit code 1:
 the node reports the control process stopped)."""
 
@@ -25,12 +28,11 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
-from builtin_interfaces.msg import Duration
 from std_msgs.msg import Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_ros.engine.action_stream import ActionStream
-from oxygen_ros.ros import control_link, qos
+from oxygen_ros.ros import control_link, qos, trajectories
 from oxygen_ros.ros.command_gate import CommandGate, StopMark
 from oxygen_ros.ros.control_loop import ControlLoop, real_time_scheduling
 
@@ -56,15 +58,25 @@ class ControlProcess:
         self.ticks = 0
         self.status_every = control_link.status_every(args.rate)
         self.loop = ControlLoop(1.0 / args.rate, self.tick)
+        # a tick (its thread) and a message (the main thread) change the plan one at a time
+        self._lock = threading.Lock()
 
     def take(self, message: bytes) -> None:
         kind, fields = control_link.decode(message)
+        with self._lock:
+            self._take(kind, fields)
+
+    def _take(self, kind: bytes, fields) -> None:
         if kind == control_link.PLAN:
-            actions, stamp, dt, now, observed = fields
+            actions, stamp_ns, dt, now, observed = fields
             if self.stops.outdated(observed):
                 self.counters["chunk_after_stop"] += 1
                 return
-            self.stream.push(actions, stamp, dt, now)
+            self.stream.push(actions, stamp_ns * 1e-9, dt, now)
+            if self.active and self.trajectories is not None:
+                first = max(0, int((self.clock.now().nanoseconds - stamp_ns) * 1e-9 / dt))
+                self.trajectories.publish(trajectories.trajectory_msg(
+                    stamp_ns, self.gate.clip(actions), dt, self.joints, first))
         elif kind == control_link.OBSERVED:
             self.stops.observation(fields[0])
         elif kind == control_link.STATE:
@@ -75,8 +87,9 @@ class ControlProcess:
             self.stream.clear()
 
     def tick(self) -> None:
-        if self.active:
-            self._command()
+        with self._lock:
+            if self.active:
+                self._command()
         self.ticks += 1
         if self.ticks % self.status_every == 0:
             self._report()
@@ -105,15 +118,12 @@ class ControlProcess:
                 self.publisher.publish(Float64MultiArray(data=tick.command.tolist()))
 
     def _hold_trajectory(self, command) -> None:
-        """Replace the trajectory in force with one point at `command` (None: nothing was
-        commanded, nothing to replace). Stamp zero: it starts on receipt (a stamped one
-        ending now would be refused as in the past); one control tick to get there."""
+        """Replace the trajectory in force with one holding `command`, reached in a control
+        tick (None: nothing was commanded, nothing to replace)."""
         if self.trajectories is None or command is None:
             return
-        msg = JointTrajectory(joint_names=self.joints)
-        msg.points.append(JointTrajectoryPoint(
-            positions=command.tolist(), time_from_start=Duration(nanosec=round(self.period * 1e9))))
-        self.trajectories.publish(msg)
+        self.trajectories.publish(trajectories.hold_trajectory_msg(command, self.joints,
+                                                                   self.period))
         self.counters["hold_trajectories"] += 1
 
     def _report(self) -> None:

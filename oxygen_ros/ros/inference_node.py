@@ -217,7 +217,7 @@ class InferenceNode(LifecycleNode):
         """A stop signal (see run_node and DialogueRouter): commands stop now (the cameras
         stop with us: the watchdog would report the stop as an error), open goals end."""
         if self._active:
-            self._active = False      # no trajectory either
+            self._active = False
             for port in self.ports.values():
                 if port.control is not None:
                     port.set_active(False)
@@ -257,7 +257,7 @@ class InferenceNode(LifecycleNode):
                 wake.clear()
 
     def _on_chunk(self, chunk) -> None:
-        self.ports[chunk.robot].on_chunk(chunk, self._active, self.dry_run)
+        self.ports[chunk.robot].on_chunk(chunk)
 
     def _on_text(self, chunk) -> None:
         self.ports[chunk.robot].on_text(chunk)

@@ -42,7 +42,8 @@ class InferenceParameters:
     action_chunk_topic: str = parameter("/oxygen/action_chunk",
                                         "oxygen_ros/ActionChunk per chunk", rule=TOPIC)
     trajectory_topic: str = parameter("/oxygen/joint_trajectory",
-                                      "trajectory_msgs/JointTrajectory per chunk", rule=TOPIC)
+                                      "trajectory_msgs/JointTrajectory per chunk played, and "
+                                      "one holding the last command at a stop", rule=TOPIC)
     dialogue_topic: str = parameter("/oxygen/dialogue", "oxygen_ros/DialogueChunk stream",
                                     rule=TOPIC)
     memory_topic: str = parameter("/oxygen/memory", "oxygen_ros/MemorySummary", rule=TOPIC)

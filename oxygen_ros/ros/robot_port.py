@@ -17,11 +17,9 @@ from typing import Optional
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from std_msgs.msg import String
-from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_ros.msg import ActionChunk, DialogueChunk, MemorySummary, Observation
-from oxygen_ros.ros import (control_link, conversions, diagnostics, inference_health, qos, stamps,
-                            trajectories)
+from oxygen_ros.ros import control_link, conversions, diagnostics, inference_health, qos, stamps
 from oxygen_ros.ros.command_gate import CommandGate, StopMark
 from oxygen_ros.ros.control_link import ControlSettings
 from oxygen_ros.ros.diagnostics import guarded
@@ -99,8 +97,6 @@ class RobotPort:
         inputs = MutuallyExclusiveCallbackGroup()
         publisher, subscription = node.create_publisher, node.create_subscription
         self.chunk_pub = publisher(ActionChunk, topic(params.action_chunk_topic), qos.RELIABLE)
-        self.trajectory_pub = publisher(JointTrajectory, topic(params.trajectory_topic),
-                                        qos.RELIABLE)
         self.dialogue_pub = publisher(DialogueChunk, topic(params.dialogue_topic),
                                       qos.RELIABLE_DEEP)
         self.memory_pub = publisher(MemorySummary, topic(params.memory_topic), qos.RELIABLE)
@@ -109,7 +105,7 @@ class RobotPort:
                                        self._topic_ids, self._ask_server, robot=self.name)
         self._ask_server = self.dialogue.server
         self._entities = [
-            self.chunk_pub, self.trajectory_pub, self.dialogue_pub, self.memory_pub,
+            self.chunk_pub, self.dialogue_pub, self.memory_pub,
             subscription(Observation, topic(params.observation_topic),
                          guarded(self, self.on_observation), qos.RELIABLE, callback_group=inputs),
             subscription(String, topic(params.dialogue_request_topic),
@@ -216,7 +212,7 @@ class RobotPort:
         source = self._frame_sources.get(frame_id)
         return (self.node.get_clock().now().nanoseconds, ()) if source is None else source
 
-    def on_chunk(self, chunk, active: bool, dry_run: bool) -> None:
+    def on_chunk(self, chunk) -> None:
         self.chunk_latencies.append(chunk.latency_s)
         self.frame_starts.append(self.engine.clock.now() - chunk.latency_s)
         stamp_ns, arrival, missing = self._observed.get(chunk.stamp, (None, math.nan, ()))
@@ -243,16 +239,12 @@ class RobotPort:
                 f"{self.label()}chunk {chunk.frame_id} was computed before the watchdog stopped "
                 "the actions: not published (they resume on a fresh observation)")
             return
-        actions = chunk.actions[:, :len(self.joint_names)]
-        now, stamp = self.node.get_clock().now().nanoseconds * 1e-9, stamp_ns * 1e-9
-        self.control.send(control_link.plan_message(actions, stamp, self.action_dt, now, arrival))
+        # the control process plays it and, while active, publishes its trajectory
+        now = self.node.get_clock().now().nanoseconds * 1e-9
+        self.control.send(control_link.plan_message(chunk.actions[:, :len(self.joint_names)],
+                                                    stamp_ns, self.action_dt, now, arrival))
         self.chunk_pub.publish(conversions.action_chunk_msg(
             chunk.frame_id, stamp_ns, chunk.actions, self.action_dt, self.joint_names))
-        if active and not dry_run:
-            clamped = self.gate.clip(actions)
-            first = max(0, int((now - stamp) / self.action_dt))
-            self.trajectory_pub.publish(trajectories.trajectory_msg(
-                stamp_ns, clamped, self.action_dt, self.joint_names, first))
 
     def on_text(self, chunk) -> None:
         if chunk.kind == "dialogue":  # memory text is published whole, as a MemorySummary

@@ -1,13 +1,12 @@
 """Chunks as trajectory_msgs/JointTrajectory (joint_trajectory_controller's input)."""
 
-import math
 from typing import Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Duration
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from oxygen_ros.ros.stamps import time_from_ns
+from oxygen_ros.ros.stamps import NS, time_from_ns
 
 
 def trajectory_msg(stamp_ns: int, actions: np.ndarray, dt: float, joint_names: Sequence[str],
@@ -17,9 +16,22 @@ def trajectory_msg(stamp_ns: int, actions: np.ndarray, dt: float, joint_names: S
     msg = JointTrajectory(joint_names=list(joint_names))
     msg.header.stamp = time_from_ns(stamp_ns)
     for step in range(first_step, actions.shape[0]):
-        seconds = step * dt
-        whole = math.floor(seconds)
-        msg.points.append(JointTrajectoryPoint(
-            positions=actions[step].astype(float).tolist(),
-            time_from_start=Duration(sec=int(whole), nanosec=int(round((seconds - whole) * 1e9)))))
+        msg.points.append(JointTrajectoryPoint(positions=actions[step].astype(float).tolist(),
+                                               time_from_start=duration(step * dt)))
     return msg
+
+
+def hold_trajectory_msg(command: np.ndarray, joint_names: Sequence[str],
+                        seconds: float) -> JointTrajectory:
+    """One point at `command`, reached `seconds` after receipt: it replaces the trajectory in
+    force. Stamp zero: it starts on receipt (a stamped one that ends by the time it arrives
+    is refused as in the past; an empty one is refused outright)."""
+    msg = JointTrajectory(joint_names=list(joint_names))
+    msg.points.append(JointTrajectoryPoint(positions=command.astype(float).tolist(),
+                                           time_from_start=duration(seconds)))
+    return msg
+
+
+def duration(seconds: float) -> Duration:
+    sec, nanosec = divmod(round(seconds * NS), NS)
+    return Duration(sec=sec, nanosec=nanosec)

@@ -66,6 +66,7 @@ class Probe:
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.node import Node
         from std_msgs.msg import Float64MultiArray, String
+        from trajectory_msgs.msg import JointTrajectory
 
         from oxygen_ros.ros import qos
 
@@ -75,6 +76,7 @@ class Probe:
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
         self.commands, self.chunks, self.dialogue, self.memory = [], [], [], []
+        self.trajectories = []
         self.observations, self.diagnostics, self.reports = [], {}, []
         self.by_reporter = {}     # (status name, hardware id) -> (level, message), newest
         self.messages = {}        # status name -> every message, in the order they came
@@ -82,6 +84,8 @@ class Probe:
         sub(Float64MultiArray, topic("/oxygen/joint_command"),
             lambda m: self.commands.append((time.monotonic(), list(m.data))), qos.COMMAND)
         sub(ActionChunk, topic("/oxygen/action_chunk"), self.chunks.append, qos.RELIABLE)
+        sub(JointTrajectory, topic("/oxygen/joint_trajectory"), self.trajectories.append,
+            qos.RELIABLE)
         sub(DialogueChunk, topic("/oxygen/dialogue"), self.dialogue.append, qos.RELIABLE_DEEP)
         sub(MemorySummary, topic("/oxygen/memory"), self.memory.append, qos.RELIABLE)
         sub(Observation, topic("/oxygen/observation"),

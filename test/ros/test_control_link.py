@@ -8,8 +8,9 @@ from oxygen_ros.ros import control_link
 def test_messages_decode_to_what_was_sent():
     actions = np.arange(12, dtype=np.float64).reshape(4, 3)
     kind, (decoded, stamp, dt, now, observed) = control_link.decode(
-        control_link.plan_message(actions, 10.5, 0.02, 10.6, 3.0))
-    assert kind == control_link.PLAN and (stamp, dt, now, observed) == (10.5, 0.02, 10.6, 3.0)
+        control_link.plan_message(actions, 10_500_000_001, 0.02, 10.6, 3.0))
+    assert kind == control_link.PLAN and (stamp, dt, now, observed) == (10_500_000_001, 0.02,
+                                                                        10.6, 3.0)
     np.testing.assert_array_equal(decoded, actions)
     assert control_link.decode(control_link.observed_message(3.25)) == (control_link.OBSERVED,
                                                                          (3.25,))

@@ -1,8 +1,8 @@
 """The control process's handling of the node's messages, in-process on a real rclpy node
 and a socketpair, its monotonic clock driven by the test: a chunk that a frame finishes
 after the watchdog stopped the actions is not played when observations come back. And
-the node's link to a real control process that stops reading: messages lost, counted. A
-stop's trajectory, received by a real subscriber."""
+the node's link to a real control process that stops reading: messages lost, counted. The
+trajectories, received by a real subscriber."""
 
 import os
 import signal
@@ -36,8 +36,8 @@ def start(rclpy_context, hold=False, trajectories=False):
 
 
 def plan(node, value, observed):
-    now = node.get_clock().now().nanoseconds * 1e-9
-    return control_link.plan_message(np.full((50, 2), value), now, 0.02, now, observed)
+    now = node.get_clock().now().nanoseconds
+    return control_link.plan_message(np.full((50, 2), value), now, 0.02, now * 1e-9, observed)
 
 
 def commanded(control):
@@ -122,11 +122,13 @@ def test_with_hold_the_last_command_is_held_until_a_fresh_chunk_comes(rclpy_cont
 
 
 @pytest.mark.parametrize("hold", [False, True])
-def test_a_stop_and_a_deactivate_each_send_a_trajectory_holding_the_last_command(
+def test_trajectories_follow_the_plans_played_and_a_stop_or_deactivate_holds_the_last_command(
         rclpy_context, hold):
-    """A joint_trajectory_controller plays the last chunk's trajectory to its end unless a
-    new one replaces it: the watchdog's stop and a deactivate each send one point at the
-    last command; nothing before any command (a deactivate with nothing commanded)."""
+    """One publisher, in order: each plan taken while active as its trajectory; at the
+    watchdog's stop and at a deactivate one point at the last command (a
+    joint_trajectory_controller plays a trajectory to its end unless one replaces it); no
+    trajectory of a plan the stop outdated or that came while inactive, none at a
+    deactivate with nothing commanded."""
     node, control, clock, sockets = start(rclpy_context, hold=hold, trajectories=True)
     listener = Node("trajectory_listener", context=rclpy_context)
     received = []
@@ -145,24 +147,38 @@ def test_a_stop_and_a_deactivate_each_send_a_trajectory_holding_the_last_command
         control.take(control_link.state_message(False))       # nothing commanded yet
         control.take(control_link.state_message(True))
         control.take(control_link.observed_message(100.0))
-        control.take(plan(node, 1.0, observed=100.0))
+        control.take(plan(node, 1.0, observed=100.0))         # trajectory 1.0
         assert commanded(control) == 1.0
-        clock[0] = 100.0 + WATCHDOG_S + 0.02                  # the camera went quiet
+        clock[0] = 100.0 + WATCHDOG_S + 0.02                  # the camera went quiet: hold 1.0
         control._command()
         assert control.counters["watchdog_trips"] == 1
-        assert spin_until(lambda: len(received) == 1)
+        control.take(plan(node, 2.0, observed=100.0))         # outdated: none
         control.take(control_link.observed_message(101.0))   # back, and a fresh chunk
         clock[0] = 101.0
-        control.take(plan(node, 2.0, observed=101.0))
-        assert commanded(control) == 2.0
-        control.take(control_link.state_message(False))      # deactivated
-        assert spin_until(lambda: len(received) == 2)
-        for msg, value in zip(received, (1.0, 2.0)):
-            assert msg.joint_names == ["a", "b"] and len(msg.points) == 1
-            assert list(msg.points[0].positions) == [value, value]
-            assert msg.points[0].time_from_start.nanosec == 20_000_000     # one tick at 50 Hz
-            assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (0, 0)  # on receipt
+        control.take(plan(node, 3.0, observed=101.0))         # trajectory 3.0
+        assert commanded(control) == 3.0
+        control.take(control_link.state_message(False))      # deactivated: hold 3.0
+        control.take(plan(node, 4.0, observed=101.0))         # inactive: none
+        control.take(control_link.state_message(True))
+        control.take(plan(node, 5.0, observed=101.0))         # trajectory 5.0
+        assert spin_until(lambda: len(received) >= 5)
+        spin_until(lambda: len(received) > 5, seconds=0.5)    # nothing else comes
+        holds = [len(m.points) == 1 for m in received]
+        assert holds == [False, True, False, True, False], holds
+        assert [m.points[0].positions[0] for m in received] == [1.0, 1.0, 3.0, 3.0, 5.0]
+        for msg in received:
+            assert msg.joint_names == ["a", "b"]
+        for msg in received[0::2]:          # a chunk's trajectory: from its observation's stamp
+            assert msg.header.stamp.sec > 0 and 45 <= len(msg.points) <= 50
+            assert (msg.points[1].time_from_start.nanosec
+                    - msg.points[0].time_from_start.nanosec) == 20_000_000
+        for msg in received[1::2]:          # a hold: on receipt, one tick at 50 Hz
+            assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (0, 0)
+            assert list(msg.points[0].positions) == [msg.points[0].positions[0]] * 2
+            assert (msg.points[0].time_from_start.sec,
+                    msg.points[0].time_from_start.nanosec) == (0, 20_000_000)
         assert control.counters["hold_trajectories"] == 2
+        assert control.counters["chunk_after_stop"] == 1
     finally:
         executor.shutdown()
         listener.destroy_node()
@@ -178,7 +194,7 @@ def test_a_control_process_that_stops_reading_loses_messages_counted_without_sta
         publish=False, use_sim_time=False))
     os.kill(link.process.pid, signal.SIGSTOP)          # alive, reading nothing
     try:
-        message = control_link.plan_message(np.zeros((50, 2)), 1.0, 0.02, 1.0, 1.0)
+        message = control_link.plan_message(np.zeros((50, 2)), 1_000_000_000, 0.02, 1.0, 1.0)
         sends = 0
         while link.lost_messages == 0 and sends < 100_000:   # each send returns at once
             link.send(message)

@@ -112,6 +112,12 @@ def test_two_robots_through_one_server_each_get_their_own_outputs(
             assert probe.chunks and all(feeder.sent(robot, c.header.stamp)
                                         and not feeder.sent(other, c.header.stamp)
                                         for c in probe.chunks), robot
+            # each chunk played becomes its own robot's trajectory, from its stamp on
+            assert probe.trajectories and all(
+                feeder.sent(robot, t.header.stamp) and not feeder.sent(other, t.header.stamp)
+                and list(t.joint_names) == list(probe.chunks[0].joint_names)
+                and 0 < len(t.points) <= probe.chunks[0].horizon
+                for t in probe.trajectories), robot
             finals = [m for m in probe.dialogue if m.final]
             assert len(finals) == 1 and feeder.sent(robot, finals[0].header.stamp), finals
             assert finals[0].finish_reason in ("eos", "length"), finals
