@@ -20,7 +20,7 @@ from std_msgs.msg import String
 from oxygen_ros.msg import Observation
 from oxygen_ros.ros import diagnostics, qos, ros_parameters
 from oxygen_ros.ros.conversions import (future_stamp_text, joint_state_problem,
-                                        stale_stamp_text, stamp_ns, take_instruction)
+                                        stale_stamp_text, take_instruction)
 from oxygen_ros.ros.config_check import check_topics
 from oxygen_ros.ros.diagnostics import guarded
 from oxygen_ros.ros.executor import YieldingMultiThreadedExecutor
@@ -35,6 +35,7 @@ from oxygen_ros.ros.image_conversion import (
 from oxygen_ros.ros.joint_state_merger import JointStateMerger
 from oxygen_ros.ros.node_parameters import ingest_parameters, ingest_specs
 from oxygen_ros.ros.run_node import run_node
+from oxygen_ros.ros.stamps import stamp_ns
 
 SILENT_S = 2.0                 # a camera topic without frames this long is reported
 LOST_HINT = ("DDS dropped them before this node, most often raw frames too large for its "

@@ -3,7 +3,7 @@ per-step actions at the control rate, chunks, streamed dialogue, memory and diag
 
 from graph_helpers import Probe, executable, write_params
 
-from oxygen_ros.ros.conversions import stamp_ns
+from oxygen_ros.ros.stamps import stamp_ns
 from oxygen_ros.ros.demo_bag import DemoBagSpec, write_demo_bag
 
 BAG_S = 8.0

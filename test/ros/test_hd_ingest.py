@@ -5,7 +5,7 @@ timer keeps its period."""
 
 from graph_helpers import Probe
 
-from oxygen_ros.ros.conversions import stamp_ns
+from oxygen_ros.ros.stamps import stamp_ns
 from oxygen_ros.ros.demo_bag import DemoBagSpec, write_demo_bag
 from oxygen_ros.ros.node_parameters import ingest_specs
 
