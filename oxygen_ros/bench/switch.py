@@ -65,6 +65,7 @@ def engine_config(workload: SwitchWorkload, sampler: str = "rtc_vjp") -> EngineC
     guided = sampler != "plain"
     return EngineConfig(
         chunk_switch="rtc" if guided else "crossfade", action_dt_s=workload.dt,
+        blend_s=workload.blend_s,
         rtc_guidance=sampler[4:] if guided else "vjp",
         rtc_execution_horizon=workload.execution_horizon,
         rtc_prefix_attention_schedule=workload.schedule,

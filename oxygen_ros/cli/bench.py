@@ -255,7 +255,8 @@ def _add_bench_switch(sub) -> None:
                              "at 50 Hz; 0: H/2)")
     switch.add_argument("--blend-s", type=bounded(float, least=0, most=60),
                         default=defaults.blend_s,
-                        help=f"the cross-fade's length (default {defaults.blend_s:g})")
+                        help="the cross-fade's length, and RTC's least overlap after the "
+                             f"frozen steps (default {defaults.blend_s:g})")
     switch.add_argument("--guidance", choices=["vjp", "error"], default=defaults.default_guidance,
                         help=f"the variant reported as modes.rtc and rtc_cost_ratio (default "
                              f"{defaults.default_guidance})")

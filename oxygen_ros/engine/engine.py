@@ -116,8 +116,8 @@ class EngineCore:
         (default: the single robot); its id comes back with every text chunk (dialogue ids
         count 1, 2, 3, ... in arrival order). It takes one of the robot's
         max_pending_requests places, or ends queue_full if none is free; `held`: it takes
-        the place hold_place() held for it. Blank text is refused (ValueError), as the node
-        refuses it."""
+        the place hold_place() held for it. White space alone is refused (ValueError); the
+        node refuses invisible characters alone too."""
         if not text.strip():
             raise ValueError("a dialogue request needs text: a blank one asks nothing")
         name = self.robot.name if robot is None else self.robot_of(robot).name

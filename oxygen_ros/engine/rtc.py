@@ -99,7 +99,8 @@ def guide(rows: Sequence[Optional[tuple[torch.Tensor, int]]], like: torch.Tensor
             previous = torch.cat([previous, previous[-1:].expand(held, -1)])
         length, width = min(previous.shape[0], horizon), min(previous.shape[1], dims)
         goal[row, :length, :width] = previous[:length, :width].float()
-        end = min(max(settings.execution_horizon, delay), previous.shape[0])
+        end = min(max(settings.execution_horizon, delay + settings.least_overlap),
+                  previous.shape[0])
         weights[row, :, 0] = prefix_weights(delay, end, horizon,
                                             settings.prefix_attention_schedule)
     return Guide(goal.to(like.device), weights.to(like.device))

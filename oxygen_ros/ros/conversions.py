@@ -54,10 +54,14 @@ class Decoded:
 MAX_INSTRUCTION_CHARS = 1000   # a longer instruction is cut (and counted)
 
 
+FILLERS = frozenset("\u115f\u1160\u2800\u3164\uffa0")   # Hangul fillers, Braille blank
+
+
 def is_blank(text: str) -> bool:
     """Nothing a model could read: white space, invisible format characters (zero-width
-    space, joiners, BOM) and control characters only."""
-    return all(c.isspace() or unicodedata.category(c) in ("Cf", "Cc") for c in text)
+    space, joiners, BOM), control characters and blank fillers only."""
+    return all(c.isspace() or c in FILLERS or unicodedata.category(c) in ("Cf", "Cc")
+               for c in text)
 
 
 def clean_instruction(text: str) -> tuple[Optional[str], str]:

@@ -222,6 +222,12 @@ def test_a_plan_that_ends_soon_after_the_frozen_steps_is_continued_by_its_held_l
     for delay in (0, 2, 5):
         torch.testing.assert_close(rtc.guide([(long, delay)], like, overlapping).weights,
                                    rtc.guide([(long, delay)], like, plain).weights)
+    # an execution horizon shorter than the frozen steps and the overlap does not cut it
+    short = rtc.RTCSettings(execution_horizon=4, prefix_attention_schedule="linear",
+                            least_overlap=4)
+    weights = rtc.guide([(long, 3)], like, short).weights[0, :, 0]
+    assert weights[:3].tolist() == [1.0] * 3 and (weights[3:7] > 0).all()
+    assert weights[7:].sum() == 0
     with pytest.raises(ValueError, match="least_overlap"):
         rtc.RTCSettings(least_overlap=-1)
 

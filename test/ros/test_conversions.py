@@ -90,7 +90,9 @@ def test_chunk_and_trajectory_messages():
             for p in trajectory.points] == actions[1:].tolist()
     assert [(p.time_from_start.sec, p.time_from_start.nanosec) for p in trajectory.points] == [
         (0, 500_000_000), (1, 0), (1, 500_000_000)]
-    assert stamps.to_seconds(stamps.to_time(1.999999999999)) < 2.0 + 1e-9
+    # a duration a hair under a whole second is that second, not 1e9 nanoseconds
+    whole = trajectories.duration(0.9999999999999)
+    assert (whole.sec, whole.nanosec) == (1, 0)
 
 
 def test_a_stale_stamp_is_explained_by_what_most_likely_made_it():
@@ -136,7 +138,8 @@ def test_text_with_a_nul_arrives_whole():
 
 
 def test_text_of_invisible_characters_only_is_blank():
-    for blank in ("", "  \n\t", "\u00a0\u3000", "\u200b\u200b", "\ufeff\u200d", "\x01\x1b "):
+    for blank in ("", "  \n\t", "\u00a0\u3000", "\u200b\u200b", "\ufeff\u200d", "\x01\x1b ",
+                  "\u3164\u2800"):
         assert conversions.is_blank(blank), repr(blank)
         assert conversions.clean_instruction(blank) == (None, "empty_instruction")
     for text in ("what?", "\u200bhi", "e\u0301", "\U0001F600", "\u05e9\u05dc\u05d5\u05dd"):
