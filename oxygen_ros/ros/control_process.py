@@ -74,9 +74,12 @@ class ControlProcess:
                 return
             self.stream.push(actions, stamp_ns * 1e-9, dt, now)
             if self.active and self.trajectories is not None:
+                clamped = self.gate.clip(actions)
                 first = max(0, int((self.clock.now().nanoseconds - stamp_ns) * 1e-9 / dt))
-                self.trajectories.publish(trajectories.trajectory_msg(
-                    stamp_ns, self.gate.clip(actions), dt, self.joints, first))
+                self.trajectories.publish(
+                    trajectories.trajectory_msg(stamp_ns, clamped, dt, self.joints, first)
+                    if first < len(actions) else   # ran out before it came: as the commands,
+                    trajectories.hold_trajectory_msg(clamped[-1], self.joints, self.period))
         elif kind == control_link.OBSERVED:
             self.stops.observation(fields[0])
         elif kind == control_link.STATE:

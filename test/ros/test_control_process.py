@@ -35,9 +35,10 @@ def start(rclpy_context, hold=False, trajectories=False):
     return node, control, clock, (ours, theirs)
 
 
-def plan(node, value, observed):
+def plan(node, value, observed, age_s=0.0):
     now = node.get_clock().now().nanoseconds
-    return control_link.plan_message(np.full((50, 2), value), now, 0.02, now * 1e-9, observed)
+    return control_link.plan_message(np.full((50, 2), value), now - round(age_s * 1e9), 0.02,
+                                     now * 1e-9, observed)
 
 
 def commanded(control):
@@ -161,14 +162,17 @@ def test_trajectories_follow_the_plans_played_and_a_stop_or_deactivate_holds_the
         control.take(plan(node, 4.0, observed=101.0))         # inactive: none
         control.take(control_link.state_message(True))
         control.take(plan(node, 5.0, observed=101.0))         # trajectory 5.0
-        assert spin_until(lambda: len(received) >= 5)
-        spin_until(lambda: len(received) > 5, seconds=0.5)    # nothing else comes
+        # a plan whose every step is past when it comes (a loaded machine's): the commands
+        # hold its last step, and so does its trajectory (an empty one would be refused)
+        control.take(plan(node, 6.0, observed=101.0, age_s=1.5))
+        assert spin_until(lambda: len(received) >= 6)
+        spin_until(lambda: len(received) > 6, seconds=0.5)    # nothing else comes
         holds = [len(m.points) == 1 for m in received]
-        assert holds == [False, True, False, True, False], holds
-        assert [m.points[0].positions[0] for m in received] == [1.0, 1.0, 3.0, 3.0, 5.0]
+        assert holds == [False, True, False, True, False, True], holds
+        assert [m.points[0].positions[0] for m in received] == [1.0, 1.0, 3.0, 3.0, 5.0, 6.0]
         for msg in received:
             assert msg.joint_names == ["a", "b"]
-        for msg in received[0::2]:          # a chunk's trajectory: from its observation's stamp
+        for msg in received[0:5:2]:         # a chunk's trajectory: from its observation's stamp
             assert msg.header.stamp.sec > 0 and 45 <= len(msg.points) <= 50
             assert (msg.points[1].time_from_start.nanosec
                     - msg.points[0].time_from_start.nanosec) == 20_000_000
