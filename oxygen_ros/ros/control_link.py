@@ -90,7 +90,7 @@ class ControlSettings:
     blend_s: float
     publish: bool
     use_sim_time: bool
-    trajectory_topic: str = ""     # where a stop's hold trajectory goes ("": none)
+    trajectory_topic: str = ""     # where the plans' and the stops' trajectories go ("": none)
     joint_names: tuple = ()
 
     def argv(self, fd: int) -> list[str]:

@@ -52,34 +52,42 @@ class ControlProcess:
         self.gate = CommandGate(args.lower, args.upper, args.watchdog, args.hold, self.counters)
         self.stream = ActionStream(args.blend)
         self.active = False
-        self.stops = StopMark(args.watchdog, 1.0 / args.rate)   # newest: the newest's arrival
+        self.stops = StopMark(args.watchdog, self.period)   # newest: the newest's arrival
         self._reported: Counter = Counter()
         self._times: deque = deque(maxlen=control_link.TIMES_KEPT)   # not yet reported
         self.ticks = 0
         self.status_every = control_link.status_every(args.rate)
-        self.loop = ControlLoop(1.0 / args.rate, self.tick)
+        self.loop = ControlLoop(self.period, self.tick)
         # a tick (its thread) and a message (the main thread) change the plan one at a time
         self._lock = threading.Lock()
 
     def take(self, message: bytes) -> None:
         kind, fields = control_link.decode(message)
+        # built before taking the lock the ticks wait on (`active` changes only here)
+        trajectory = self._trajectory(*fields[:3]) if kind == control_link.PLAN else None
         with self._lock:
-            self._take(kind, fields)
+            self._take(kind, fields, trajectory)
 
-    def _take(self, kind: bytes, fields) -> None:
+    def _trajectory(self, actions, stamp_ns: int, dt: float):
+        """A plan's trajectory, clamped, from the step due now (None: none is published)."""
+        if not self.active or self.trajectories is None:
+            return None
+        clamped = self.gate.clip(actions)
+        first = max(0, int((self.clock.now().nanoseconds - stamp_ns) * 1e-9 / dt))
+        if first < len(actions):
+            return trajectories.trajectory_msg(stamp_ns, clamped, dt, self.joints, first)
+        # every step past before it came: the commands hold its last, and so does this
+        return trajectories.hold_trajectory_msg(clamped[-1], self.joints, self.period)
+
+    def _take(self, kind: bytes, fields, trajectory) -> None:
         if kind == control_link.PLAN:
             actions, stamp_ns, dt, now, observed = fields
             if self.stops.outdated(observed):
                 self.counters["chunk_after_stop"] += 1
                 return
             self.stream.push(actions, stamp_ns * 1e-9, dt, now)
-            if self.active and self.trajectories is not None:
-                clamped = self.gate.clip(actions)
-                first = max(0, int((self.clock.now().nanoseconds - stamp_ns) * 1e-9 / dt))
-                self.trajectories.publish(
-                    trajectories.trajectory_msg(stamp_ns, clamped, dt, self.joints, first)
-                    if first < len(actions) else   # ran out before it came: as the commands,
-                    trajectories.hold_trajectory_msg(clamped[-1], self.joints, self.period))
+            if trajectory is not None:
+                self.trajectories.publish(trajectory)
         elif kind == control_link.OBSERVED:
             self.stops.observation(fields[0])
         elif kind == control_link.STATE:
