@@ -87,7 +87,7 @@ def test_the_time_a_successor_needs_after_the_takeover_depends_on_the_switch():
 def test_a_chunk_out_as_its_frozen_steps_end_is_no_late_switch(tiny_model):
     """An action path of exactly one step, observations taken as frames start: every chunk
     is out just as its one frozen step ends (arrival - stamp = d·dt, to rounding), which
-    rtc_late_switches must not count (it counted 29 of 38 such chunks as late)."""
+    rtc_late_switches must not count (it counted 29 of 39 such chunks as late)."""
     engine, clock = engine_with_costs(tiny_model, 0.1, action_dt_s=0.1, frame_period_s=0.2,
                                       blend_s=0.0, deadline_margin_s=0.0)
     simulate(engine, clock, duration=8.0)
